@@ -1,0 +1,39 @@
+"""lowwater: event-time stream processing you can trust, on Apache Spark.
+
+Layout (see docs/design.md):
+
+* ``lowwater.core``  -- the pure semantic core: watermark generators, the
+  low-watermark combiner and tracker, window assigners, lateness
+  classification, accounting. No Spark import.
+* ``lowwater.spark`` -- the execution layer mapping the core onto Spark
+  Structured Streaming (``foreachBatch``) and Spark batch jobs.
+* ``lowwater.io``    -- sources and sinks.
+* ``lowwater.cli``   -- ``lowwater run | demo``.
+"""
+
+from lowwater.core.accounting import Accounting
+from lowwater.core.lateness import AllowedLateness, LatePolicy, Lateness, classify
+from lowwater.core.tracker import TrackerState, WatermarkTracker
+from lowwater.core.watermarks import BoundedOutOfOrderness, WatermarkStrategy, clip_future
+from lowwater.core.windows import HoppingWindows, TumblingWindows, Window
+from lowwater.time import NEG_INF, POS_INF, to_duration_us
+
+__all__ = [
+    "NEG_INF",
+    "POS_INF",
+    "Accounting",
+    "AllowedLateness",
+    "BoundedOutOfOrderness",
+    "HoppingWindows",
+    "LatePolicy",
+    "Lateness",
+    "TrackerState",
+    "TumblingWindows",
+    "WatermarkStrategy",
+    "WatermarkTracker",
+    "Window",
+    "classify",
+    "clip_future",
+    "to_duration_us",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,191 @@
+"""The watermark tracker: ``W(r)`` for every row, in arrival order.
+
+``W(r)``, the watermark seen by row ``r``, is the low watermark computed from
+all rows strictly before ``r`` in arrival order (SEMANTICS.md §2), with
+idleness evaluated on the arrival clock at ``r``'s arrival. The tracker keeps
+only per-partition running maxima and last arrivals between calls, so the
+result is the same however the log is cut into batches (§8): ``advance`` on
+the whole log equals ``advance`` on any sequence of its prefixes.
+
+The batch is processed in chunks of (chunk, partitions) matrices, so a call
+costs O(rows x partitions) numpy work and no Python per row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from lowwater.core.combine import combine_low_watermark
+from lowwater.core.watermarks import WatermarkStrategy
+from lowwater.time import NEG_INF, POS_INF
+
+_CELLS_PER_CHUNK = 4_000_000
+
+
+@dataclass
+class TrackerState:
+    """Everything the watermark needs to carry from one batch to the next."""
+
+    partitions: list[str] = field(default_factory=list)
+    max_event_us: list[int] = field(default_factory=list)
+    last_arrival_us: list[int] = field(default_factory=list)
+    watermark_us: int = NEG_INF
+    clock_us: int = NEG_INF
+    start_clock_us: int = NEG_INF
+    rows_seen: int = 0
+    regressions_ignored: int = 0
+    eligible: list[bool] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> TrackerState:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    """One partition's watermark and whether it currently counts in the min."""
+
+    partition: str
+    watermark_us: int
+    active: bool
+
+
+class WatermarkTracker:
+    """Computes ``W(r)`` per row and carries the low watermark across batches."""
+
+    def __init__(self, strategy: WatermarkStrategy, state: TrackerState | None = None) -> None:
+        self.strategy = strategy
+        self.state = state or TrackerState()
+        for p in strategy.declared_partitions:
+            self._index(p)
+
+    def _index(self, partition: str) -> int:
+        st = self.state
+        try:
+            return st.partitions.index(partition)
+        except ValueError:
+            st.partitions.append(partition)
+            st.max_event_us.append(NEG_INF)
+            st.last_arrival_us.append(NEG_INF)
+            st.eligible.append(False)
+            return len(st.partitions) - 1
+
+    def partition_indices(self, partitions: np.ndarray) -> np.ndarray:
+        """Map partition names (any dtype) to dense indices, registering new ones."""
+        names = np.asarray(partitions).astype(str)
+        uniq, inverse = np.unique(names, return_inverse=True)
+        lookup = np.array([self._index(str(u)) for u in uniq], dtype=np.int64)
+        return lookup[inverse] if len(names) else np.zeros(0, dtype=np.int64)
+
+    @property
+    def watermark_us(self) -> int:
+        return self.state.watermark_us
+
+    def advance(
+        self,
+        partitions: np.ndarray,
+        event_us: np.ndarray,
+        arrival_us: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Feed rows in arrival order; return ``W(r)`` for each (int64 µs).
+
+        ``partitions`` are names, ``event_us`` int64 event times (already
+        clipped), ``arrival_us`` int64 arrival times (non-decreasing) or
+        ``None`` when the source has no arrival clock (idleness then off).
+        """
+        idx = self.partition_indices(partitions)
+        ev = np.asarray(event_us, dtype=np.int64)
+        arr = None if arrival_us is None else np.asarray(arrival_us, dtype=np.int64)
+        if self.strategy.idle_timeout_us is not None and arr is None:
+            msg = "idleness needs an arrival clock (source.arrival_time)"
+            raise ValueError(msg)
+        out = np.empty(len(ev), dtype=np.int64)
+        n_parts = max(1, len(self.state.partitions))
+        step = max(1024, _CELLS_PER_CHUNK // n_parts)
+        for lo in range(0, len(ev), step):
+            hi = min(len(ev), lo + step)
+            out[lo:hi] = self._advance_chunk(
+                idx[lo:hi], ev[lo:hi], None if arr is None else arr[lo:hi]
+            )
+        self.state.rows_seen += len(ev)
+        return out
+
+    def _advance_chunk(self, idx: np.ndarray, ev: np.ndarray, arr: np.ndarray | None) -> np.ndarray:
+        st, strat = self.state, self.strategy
+        n, n_parts = len(ev), len(st.partitions)
+        onehot = idx[:, None] == np.arange(n_parts)[None, :]
+        # Row j of *_incl is the state after j rows of this chunk (row 0 = carried in).
+        max_incl = np.maximum.accumulate(
+            np.vstack([np.array(st.max_event_us, np.int64)[None, :], np.where(onehot, ev[:, None], NEG_INF)]),
+            axis=0,
+        )
+        bounds = np.array([strat.bound_for(p) for p in st.partitions], dtype=np.int64)
+        seen = max_incl > NEG_INF
+        part_wm = np.where(seen, max_incl - bounds[None, :], NEG_INF)
+        declared = np.isin(np.array(st.partitions), np.array(strat.declared_partitions, dtype=str))
+        if arr is not None:
+            if st.start_clock_us <= NEG_INF and n:
+                st.start_clock_us = int(arr[0])
+            last_incl = np.maximum.accumulate(
+                np.vstack([np.array(st.last_arrival_us, np.int64)[None, :], np.where(onehot, arr[:, None], NEG_INF)]),
+                axis=0,
+            )
+            # Evaluate before each row at its own arrival, and once after the last row.
+            clocks = np.concatenate([arr, arr[-1:]]) if n else np.array([st.clock_us], np.int64)
+            if strat.idle_timeout_us is not None:
+                ref = np.where(last_incl > NEG_INF, last_incl, st.start_clock_us)
+                active = clocks[:, None] - ref <= strat.idle_timeout_us
+            else:
+                active = np.ones_like(seen)
+        else:
+            last_incl = None
+            active = np.ones_like(seen)
+        eligible = active & seen
+        blocked = (active & ~seen & declared[None, :]).any(axis=1)
+        running, cand = combine_low_watermark(part_wm, eligible, blocked, st.watermark_us)
+        # Count rejoins behind W: a partition becomes eligible again with W_p < W.
+        prev_elig = np.vstack([np.array(st.eligible, bool)[None, :], eligible[:-1]])
+        prev_w = np.concatenate([[st.watermark_us], running[:-1]])
+        rejoin = eligible & ~prev_elig & (part_wm < prev_w[:, None]) & (prev_w[:, None] > NEG_INF)
+        st.regressions_ignored += int(rejoin[:, :].sum())
+        # Carry the state after the last row.
+        st.max_event_us = [int(x) for x in max_incl[-1]]
+        if last_incl is not None:
+            st.last_arrival_us = [int(x) for x in last_incl[-1]]
+            if n:
+                st.clock_us = max(st.clock_us, int(arr[-1]))
+        st.eligible = [bool(x) for x in eligible[-1]]
+        st.watermark_us = int(running[-1])
+        return running[:n]
+
+    def drain(self) -> None:
+        """Bounded input exhausted and a drain requested: ``W`` becomes +infinity."""
+        self.state.watermark_us = POS_INF
+
+    def statuses(self) -> list[PartitionStatus]:
+        """Per-partition watermark and activity at the current arrival clock."""
+        st, strat = self.state, self.strategy
+        out = []
+        for i, p in enumerate(st.partitions):
+            m = st.max_event_us[i]
+            wm = NEG_INF if m <= NEG_INF else m - strat.bound_for(p)
+            active = True
+            if strat.idle_timeout_us is not None and st.clock_us > NEG_INF:
+                ref = st.last_arrival_us[i] if st.last_arrival_us[i] > NEG_INF else st.start_clock_us
+                active = st.clock_us - ref <= strat.idle_timeout_us
+            out.append(PartitionStatus(p, wm, active))
+        return out
+
+    def spread(self) -> tuple[int | None, str | None]:
+        """Partition spread (max W_p - min active W_p) and the partition holding W back."""
+        st = [s for s in self.statuses() if s.watermark_us > NEG_INF]
+        active = [s for s in st if s.active]
+        if not active:
+            return None, None
+        holder = min(active, key=lambda s: (s.watermark_us, s.partition))
+        return max(s.watermark_us for s in st) - holder.watermark_us, holder.partition

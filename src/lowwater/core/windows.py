@@ -1,0 +1,112 @@
+"""Window assigners: which event-time windows a row belongs to.
+
+Windows are half-open intervals ``[start, end)`` in integer microseconds; a row
+at exactly ``end`` belongs to the next window (SEMANTICS.md §3). Assignment
+uses ``event_time`` only. Assigners are vectorised: they take an int64 array of
+event times and return one output element per (row, window) pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True, order=True)
+class Window:
+    """A half-open event-time interval ``[start_us, end_us)``."""
+
+    start_us: int
+    end_us: int
+
+    def __repr__(self) -> str:
+        return f"[{self.start_us}, {self.end_us})"
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Result of assigning windows to a batch of rows.
+
+    ``row[i]`` is the index of the input row of pair ``i``; ``start[i]`` and
+    ``end[i]`` bound its window.
+    """
+
+    row: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+class WindowAssigner(Protocol):
+    """The whole contract of a non-merging window function: assign."""
+
+    def assign(self, event_us: np.ndarray) -> Assignment: ...
+
+    @property
+    def windows_per_row(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class TumblingWindows:
+    """Fixed, non-overlapping windows ``[k*size + offset, (k+1)*size + offset)``.
+
+    >>> TumblingWindows(10).assign(np.array([0, 9, 10, -1])).start.tolist()
+    [0, 0, 10, -10]
+    """
+
+    size_us: int
+    offset_us: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size_us <= 0:
+            msg = "window size must be positive"
+            raise ValueError(msg)
+
+    @property
+    def windows_per_row(self) -> int:
+        return 1
+
+    def assign(self, event_us: np.ndarray) -> Assignment:
+        ev = np.asarray(event_us, dtype=np.int64)
+        start = ev - np.mod(ev - self.offset_us, self.size_us)
+        return Assignment(np.arange(len(ev), dtype=np.int64), start, start + self.size_us)
+
+
+@dataclass(frozen=True)
+class HoppingWindows:
+    """Overlapping windows of ``size`` every ``slide``: ``[k*slide, k*slide + size)``.
+
+    Each row falls in ``size / slide`` windows (``size`` must be a multiple of
+    ``slide``), and is judged per window.
+
+    >>> a = HoppingWindows(10, 5).assign(np.array([7]))
+    >>> list(zip(a.start.tolist(), a.end.tolist()))
+    [(0, 10), (5, 15)]
+    """
+
+    size_us: int
+    slide_us: int
+    offset_us: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size_us <= 0 or self.slide_us <= 0:
+            msg = "window size and slide must be positive"
+            raise ValueError(msg)
+        if self.size_us % self.slide_us:
+            msg = "window size must be a multiple of the slide"
+            raise ValueError(msg)
+
+    @property
+    def windows_per_row(self) -> int:
+        return self.size_us // self.slide_us
+
+    def assign(self, event_us: np.ndarray) -> Assignment:
+        ev = np.asarray(event_us, dtype=np.int64)
+        k = self.windows_per_row
+        last_start = ev - np.mod(ev - self.offset_us, self.slide_us)
+        # The k windows containing a row start at last_start, last_start - slide, ...
+        starts = last_start[:, None] - self.slide_us * np.arange(k - 1, -1, -1)[None, :]
+        rows = np.repeat(np.arange(len(ev), dtype=np.int64), k)
+        start = starts.reshape(-1)
+        return Assignment(rows, start, start + self.size_us)

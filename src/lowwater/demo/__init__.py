@@ -1,0 +1,1 @@
+"""Demo data for lowwater: a synthetic payments stream and a ready-to-run config."""

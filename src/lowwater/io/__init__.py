@@ -1,0 +1,1 @@
+"""Sources and sinks: where rows come from and where emissions land."""

@@ -1,0 +1,1 @@
+"""The Spark execution layer: adapters that map lowwater.core onto Spark."""

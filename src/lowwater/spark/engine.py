@@ -1,0 +1,463 @@
+"""The lowwater engine: a Spark Structured Streaming query with exact per-row watermarks.
+
+One micro-batch (``foreachBatch``) is one *step*:
+
+1. **parse** on the executors: clocks to µs, dead-letter reasons (``parse``);
+2. **order and watermark** on the driver: a compact projection (row id,
+   partition, event/arrival µs, order columns; ~40 bytes a row) is collected as
+   Arrow, sorted into arrival order and fed to the core
+   :class:`~lowwater.core.tracker.WatermarkTracker`, which yields ``W(r)`` for
+   every row with vectorised numpy -- the only inherently sequential part;
+3. **classify** on the executors: ``W(r)`` is broadcast by row id; each task
+   assigns windows and judges lateness with the same core functions;
+4. **fold** with Spark SQL (``windowing``): on-time partials, late revisions
+   and firing against stored state, which lives in versioned Parquet buckets
+   (``state``) read only where the step touches or fires windows;
+5. **commit**: outputs for the step are overwritten in place, then the
+   manifest (state versions + tracker + totals) is published atomically.
+
+Spark's own checkpoint keeps the source offsets; our manifest records which
+Spark batch produced it, so a batch replayed after a crash recomputes the same
+step from the same state (SEMANTICS.md §8).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.utils import CapturedException
+
+from lowwater.config import PipelineConfig
+from lowwater.core.accounting import Accounting
+from lowwater.core.lateness import TOO_LATE_REASON, LatePolicy, Lateness, classify, row_verdicts
+from lowwater.core.tracker import TrackerState, WatermarkTracker
+from lowwater.core.watermarks import clip_future
+from lowwater.io.files import CORRUPT, read_stream, resolve_schema
+from lowwater.io.outputs import ParquetOutputs
+from lowwater.spark.parse import normalise
+from lowwater.spark.state import Bucket, BucketStateStore, Manifest
+from lowwater.spark.windowing import StateLayout, step_windows
+from lowwater.time import NEG_INF, POS_INF, format_ts, to_datetime
+
+log = logging.getLogger("lowwater")
+
+TOTAL_KEYS = ("rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped", "windows_fired", "revisions")
+
+METRICS_SCHEMA = T.StructType([
+    T.StructField("spark_batch", T.LongType()),
+    T.StructField("low_watermark", T.TimestampType()),
+    T.StructField("partition_watermarks", T.MapType(T.StringType(), T.TimestampType())),
+    T.StructField("idle_partitions", T.ArrayType(T.StringType())),
+    T.StructField("holding_partition", T.StringType()),
+    T.StructField("spread_s", T.DoubleType()),
+    T.StructField("watermark_lag_s", T.DoubleType()),
+    T.StructField("rows", T.LongType()),
+    T.StructField("on_time", T.LongType()),
+    T.StructField("late_updates", T.LongType()),
+    T.StructField("too_late", T.LongType()),
+    T.StructField("dead_letter", T.LongType()),
+    T.StructField("clipped", T.LongType()),
+    T.StructField("windows_fired", T.LongType()),
+    T.StructField("revisions", T.LongType()),
+    T.StructField("open_windows", T.LongType()),
+    T.StructField("state_bytes", T.LongType()),
+    T.StructField("duration_s", T.DoubleType()),
+])
+
+
+@dataclass
+class StepReport:
+    """What one step did, for logs, metrics and tests."""
+
+    step: int
+    spark_batch: int
+    accounting: Accounting
+    watermark_us: int
+    windows_fired: int = 0
+    revisions: int = 0
+    open_windows: int = 0
+    state_bytes: int = 0
+    duration_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def _ts(us: int) -> datetime | None:
+    return to_datetime(us)
+
+
+class Engine:
+    """Runs one pipeline configuration on a SparkSession."""
+
+    def __init__(self, cfg: PipelineConfig, spark: SparkSession) -> None:
+        self.cfg = cfg
+        self.spark = spark
+        self.lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
+        self.schema = resolve_schema(spark, cfg, self.lw_dir)
+        types = {f.name: f.dataType for f in self.schema.fields}
+        self.layout = StateLayout(
+            keys=cfg.window.key,
+            key_types=tuple(types[k] for k in cfg.window.key),
+            values=tuple(cfg.window.value_columns),
+            aggregations=cfg.window.aggregations,
+        )
+        self.store = BucketStateStore(spark, f"{self.lw_dir}/state", self.layout.schema())
+        self.outputs = ParquetOutputs(spark, cfg.output.path)
+        self.assigner = cfg.window.assigner()
+        self.reports: list[StepReport] = []
+        self._error: BaseException | None = None
+
+    # -- running -------------------------------------------------------------------
+
+    def run(self, once: bool = False, drain: bool = False) -> Manifest:
+        """Start the streaming query; with ``once`` stop when the input is consumed."""
+        stream = read_stream(self.spark, self.cfg.source, self.schema)
+        writer = stream.writeStream.foreachBatch(self._foreach).option(
+            "checkpointLocation", f"{self.cfg.output.checkpoint.rstrip('/')}/spark"
+        )
+        if once or drain:
+            writer = writer.trigger(availableNow=True)
+        query = writer.start()
+        try:
+            query.awaitTermination()
+        except CapturedException:
+            if self._error is not None:
+                raise self._error from None
+            raise
+        if self._error is not None:
+            raise self._error
+        manifest = self.drain() if drain else self.store.latest()
+        if once or drain:
+            self.outputs.write_summary(self.summary(manifest))
+        return manifest
+
+    def _foreach(self, df: DataFrame, spark_batch: int) -> None:
+        try:
+            self.process_batch(df, spark_batch)
+        except BaseException as e:
+            self._error = e
+            raise
+
+    # -- one step ------------------------------------------------------------------
+
+    def process_batch(self, df: DataFrame, spark_batch: int) -> StepReport:
+        """Process one micro-batch as one step (idempotent per Spark batch id)."""
+        t0 = time.monotonic()
+        cfg, src = self.cfg, self.cfg.source
+        prev = self.store.latest(before_spark_batch=spark_batch)
+        step = prev.step + 1
+        tracker = WatermarkTracker(
+            cfg.watermark, TrackerState.from_json(prev.tracker) if prev.tracker else None
+        )
+        cache: list[DataFrame] = []
+        try:
+            parsed = normalise(df, cfg).withColumn("_rid", F.monotonically_increasing_id()).persist()
+            cache.append(parsed)
+            compact = parsed.select(
+                "_rid", "_dead", "_event_us", "_arrival_us", "_part", "_psort", "_offset", "_file", "_block"
+            ).toArrow()
+            plan = self._plan(compact, tracker, prev)
+            n_dead = plan["dead"]
+            if n_dead:
+                self._write_dead_letters(parsed, step)
+            else:
+                self.outputs.clear("dead_letter", step)
+            report = self._fold(parsed, plan, tracker, prev, step, spark_batch, cache)
+        finally:
+            for c in cache:
+                c.unpersist()
+        report.duration_s = time.monotonic() - t0
+        self._commit(report, tracker, prev, plan["buckets"])
+        return report
+
+    def _plan(self, compact: pa.Table, tracker: WatermarkTracker, prev: Manifest) -> dict:
+        """Driver side: arrival order, ``W(r)``, verdicts, accounting, buckets to touch."""
+        src, grace = self.cfg.source, self.cfg.window.allowed_lateness_us
+        dead_mask = pc.is_valid(compact.column("_dead")).to_numpy(zero_copy_only=False)
+        valid = compact.filter(pc.invert(pc.is_valid(compact.column("_dead"))))
+        n = valid.num_rows
+        rid = valid.column("_rid").to_numpy()
+        event = valid.column("_event_us").to_numpy()
+        arrival = valid.column("_arrival_us").to_numpy() if src.arrival_time else None
+        files = np.asarray(valid.column("_file").to_pylist(), dtype=object)
+        _, file_code = np.unique(files.astype(str), return_inverse=True) if n else (None, np.zeros(0, np.int64))
+        block = valid.column("_block").to_numpy()
+        keys: list[np.ndarray] = [rid, block, file_code]
+        if src.arrival_time:
+            if src.offset:
+                keys.append(valid.column("_offset").to_numpy())
+            psort = valid.column("_psort").to_pandas()
+            keys.append(pd.factorize(psort, sort=True)[0])
+            keys.append(arrival)
+        order = np.lexsort(keys) if n else np.zeros(0, np.int64)
+        rid, event = rid[order], event[order]
+        arrival = arrival[order] if arrival is not None else None
+        part = np.asarray(valid.column("_part").to_pylist(), dtype=object)[order].astype(str)
+        event, clipped = clip_future(event, arrival, self.cfg.watermark.max_future_skew_us)
+        seq0 = tracker.state.rows_seen
+        w_row = tracker.advance(part, event, arrival)
+        seq = seq0 + np.arange(n, dtype=np.int64)
+        pairs = self.assigner.assign(event)
+        verdict = classify(pairs.end, w_row[pairs.row], grace)
+        acc = Accounting.from_verdicts(row_verdicts(pairs.row, verdict, n), int(dead_mask.sum()), int(clipped.sum()))
+        acc.check()
+        w_new = tracker.watermark_us
+        touched = set(np.unique(pairs.end[verdict < Lateness.TOO_LATE]).tolist())
+        to_fire = {b for b, info in prev.buckets.items() if not info.fired and b <= w_new}
+        by_rid = np.argsort(rid, kind="stable")
+        return {
+            "dead": int(dead_mask.sum()),
+            "accounting": acc,
+            "pair_counts": np.bincount(verdict.astype(np.int64), minlength=3),
+            "lookup": (rid[by_rid], w_row[by_rid], seq[by_rid]),
+            "read": touched | to_fire,
+            "buckets": {},
+            "watermark": w_new,
+            "clock": int(arrival[-1]) if arrival is not None and n else None,
+        }
+
+    def _write_dead_letters(self, parsed: DataFrame, step: int) -> None:
+        cols = [F.col(c) for c in self.schema.fieldNames()]
+        raw = F.col(CORRUPT) if CORRUPT in parsed.columns else F.lit(None).cast("string")
+        dead = parsed.filter(F.col("_dead").isNotNull()).select(
+            *cols, raw.alias("raw"), F.col("_dead").alias("reason"), F.col("_file").alias("source_file")
+        )
+        self.outputs.write("dead_letter", step, dead)
+
+    def _contributions(self, parsed: DataFrame, plan: dict) -> DataFrame:
+        """Executor side: (row, window) pairs with ``W(r)``, ``_seq`` and the verdict."""
+        src, skew = self.cfg.source, self.cfg.watermark.max_future_skew_us
+        grace, assigner = self.cfg.window.allowed_lateness_us, self.assigner
+        bc = self.spark.sparkContext.broadcast(plan["lookup"])
+        names = self.schema.fieldNames()
+        valid = parsed.filter(F.col("_dead").isNull()).select(
+            *names, "_file", "_event_us", "_arrival_us", "_rid"
+        )
+        out_schema = T.StructType(
+            [f for f in valid.schema.fields]
+            + [
+                T.StructField("window_start", T.LongType()),
+                T.StructField("window_end", T.LongType()),
+                T.StructField("_w", T.LongType()),
+                T.StructField("_seq", T.LongType()),
+                T.StructField("_cls", T.ByteType()),
+            ]
+        )
+        has_arrival = bool(src.arrival_time)
+
+        def contribute(batches):  # noqa: ANN001, ANN202 - runs on the executors
+            rids, ws, seqs = bc.value
+            for pdf in batches:
+                if pdf.empty:
+                    continue
+                i = np.searchsorted(rids, pdf["_rid"].to_numpy())
+                w, seq = ws[i], seqs[i]
+                arrival = pdf["_arrival_us"].to_numpy(dtype=np.int64) if has_arrival else None
+                event, _ = clip_future(pdf["_event_us"].to_numpy(dtype=np.int64), arrival, skew)
+                pairs = assigner.assign(event)
+                out = pdf.iloc[pairs.row].reset_index(drop=True)
+                out["window_start"] = pairs.start
+                out["window_end"] = pairs.end
+                out["_w"] = w[pairs.row]
+                out["_seq"] = seq[pairs.row]
+                out["_cls"] = classify(pairs.end, w[pairs.row], grace)
+                yield out
+
+        return valid.mapInPandas(contribute, out_schema)
+
+    def _fold(
+        self,
+        parsed: DataFrame,
+        plan: dict,
+        tracker: WatermarkTracker,
+        prev: Manifest,
+        step: int,
+        spark_batch: int,
+        cache: list[DataFrame],
+    ) -> StepReport:
+        grace = self.cfg.window.allowed_lateness_us
+        w_new = plan["watermark"]
+        n_on, n_late, n_too_late = (int(x) for x in plan["pair_counts"])
+        contrib = None
+        if n_on + n_late + n_too_late:
+            contrib = self._contributions(parsed, plan).persist()
+            cache.append(contrib)
+        if n_too_late and self.cfg.late_policy == LatePolicy.SIDE_OUTPUT and contrib is not None:
+            late_rows = contrib.filter(F.col("_cls") == int(Lateness.TOO_LATE)).select(
+                *self.schema.fieldNames(),
+                F.timestamp_micros("_w").alias("watermark"),
+                F.timestamp_micros("window_start").alias("window_start"),
+                F.timestamp_micros("window_end").alias("window_end"),
+                F.lit(TOO_LATE_REASON).alias("reason"),
+                F.col("_file").alias("source_file"),
+            )
+            self.outputs.write("late", step, late_rows)
+        else:
+            self.outputs.clear("late", step)
+        on_time = contrib.filter(F.col("_cls") == int(Lateness.ON_TIME)) if n_on else None
+        late = contrib.filter(F.col("_cls") == int(Lateness.LATE_UPDATE)) if n_late else None
+        read = plan["read"]
+        state = self.store.read(prev, read)
+        emit_wm = w_new if NEG_INF < w_new < POS_INF else None
+        emitted, new_state = step_windows(
+            self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache
+        )
+        fired = revisions = 0
+        if emitted is not None:
+            obs = Observation(f"emit_{step}")
+            emitted = emitted.observe(
+                obs,
+                F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"),
+                F.sum(F.when(F.col("kind") == "revision", 1).otherwise(0)).alias("revisions"),
+            )
+            self.outputs.write("results", step, emitted)
+            got = obs.get
+            fired, revisions = int(got.get("finals") or 0), int(got.get("revisions") or 0)
+        else:
+            self.outputs.clear("results", step)
+        written = self.store.write(step, new_state) if new_state is not None else {}
+        buckets = {
+            b: info for b, info in prev.buckets.items() if b not in read and b + grace > w_new
+        }
+        for b, (rows, size) in written.items():
+            buckets[b] = Bucket(version=step, fired=b <= w_new, rows=rows, bytes=size)
+        plan["buckets"] = buckets
+        return StepReport(
+            step=step,
+            spark_batch=spark_batch,
+            accounting=plan["accounting"],
+            watermark_us=w_new,
+            windows_fired=fired,
+            revisions=revisions,
+            open_windows=sum(b.rows for b in buckets.values()),
+            state_bytes=sum(b.bytes for b in buckets.values()),
+            extra={"clock": plan["clock"]},
+        )
+
+    def _commit(self, report: StepReport, tracker: WatermarkTracker, prev: Manifest, buckets: dict) -> None:
+        totals = {k: int(prev.totals.get(k, 0)) for k in TOTAL_KEYS}
+        for k, v in report.accounting.as_dict().items():
+            totals[k] += v
+        totals["windows_fired"] += report.windows_fired
+        totals["revisions"] += report.revisions
+        self._write_metrics(report, tracker)
+        manifest = Manifest(
+            step=report.step,
+            spark_batch=report.spark_batch,
+            buckets=buckets,
+            tracker=tracker.state.to_json(),
+            totals=totals,
+            drained=prev.drained or report.watermark_us >= POS_INF,
+        )
+        self.store.commit(manifest)
+        self.reports.append(report)
+        acc = report.accounting
+        log.info(
+            "step %d (batch %d): %d rows, %d on time, %d late updates, %d too late, %d dead; "
+            "W=%s, %d fired, %d revisions, %d open windows, %.2fs",
+            report.step, report.spark_batch, acc.rows, acc.on_time, acc.late_updates, acc.too_late,
+            acc.dead_letter, _ts(report.watermark_us), report.windows_fired, report.revisions,
+            report.open_windows, report.duration_s,
+        )
+
+    def _write_metrics(self, report: StepReport, tracker: WatermarkTracker) -> None:
+        statuses = tracker.statuses()
+        spread, holder = tracker.spread()
+        w = report.watermark_us
+        clock = report.extra.get("clock")
+        if w <= NEG_INF or w >= POS_INF:
+            lag = None
+        elif clock is not None:
+            lag = (clock - w) / 1e6
+        else:
+            lag = time.time() - w / 1e6
+        acc = report.accounting
+        row = {
+            "spark_batch": report.spark_batch,
+            "low_watermark": _ts(w),
+            "partition_watermarks": {s.partition: _ts(s.watermark_us) for s in statuses},
+            "idle_partitions": [s.partition for s in statuses if not s.active],
+            "holding_partition": holder,
+            "spread_s": None if spread is None else spread / 1e6,
+            "watermark_lag_s": lag,
+            "rows": acc.rows,
+            "on_time": acc.on_time,
+            "late_updates": acc.late_updates,
+            "too_late": acc.too_late,
+            "dead_letter": acc.dead_letter,
+            "clipped": acc.clipped,
+            "windows_fired": report.windows_fired,
+            "revisions": report.revisions,
+            "open_windows": report.open_windows,
+            "state_bytes": report.state_bytes,
+            "duration_s": report.duration_s,
+        }
+        self.outputs.write("metrics", report.step, self.spark.createDataFrame([row], METRICS_SCHEMA))
+
+    # -- drain and summary -----------------------------------------------------------
+
+    def drain(self) -> Manifest:
+        """Bounded input exhausted: ``W`` becomes +infinity and every open window fires."""
+        prev = self.store.latest()
+        if prev.drained and prev.tracker is not None and prev.tracker.get("watermark_us", 0) >= POS_INF:
+            return prev
+        t0 = time.monotonic()
+        step = prev.step + 1
+        tracker = WatermarkTracker(
+            self.cfg.watermark, TrackerState.from_json(prev.tracker) if prev.tracker else None
+        )
+        tracker.drain()
+        cache: list[DataFrame] = []
+        try:
+            to_fire = {b for b, info in prev.buckets.items() if not info.fired}
+            state = self.store.read(prev, to_fire)
+            emitted, _ = step_windows(
+                self.layout, state, None, None, POS_INF, self.cfg.window.allowed_lateness_us, None, step, cache
+            )
+            fired = 0
+            if emitted is not None:
+                obs = Observation(f"drain_{step}")
+                emitted = emitted.observe(obs, F.count(F.lit(1)).alias("finals"))
+                self.outputs.write("results", step, emitted)
+                fired = int(obs.get.get("finals") or 0)
+            else:
+                self.outputs.clear("results", step)
+        finally:
+            for c in cache:
+                c.unpersist()
+        report = StepReport(
+            step=step,
+            spark_batch=prev.spark_batch,
+            accounting=Accounting(),
+            watermark_us=POS_INF,
+            windows_fired=fired,
+            duration_s=time.monotonic() - t0,
+            extra={"clock": None},
+        )
+        self._commit(report, tracker, prev, {})
+        return self.store.latest()
+
+    def summary(self, manifest: Manifest) -> dict:
+        """The accounting totals of SEMANTICS.md §6 for everything this checkpoint processed."""
+        t = {k: int(manifest.totals.get(k, 0)) for k in TOTAL_KEYS}
+        acc = Accounting(**{k: t[k] for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped")})
+        w = manifest.tracker.get("watermark_us", NEG_INF) if manifest.tracker else NEG_INF
+        return {
+            **t,
+            "completeness": acc.completeness(),
+            "balanced": acc.balanced,
+            "final_watermark": format_ts(w),
+            "final_watermark_us": None if w <= NEG_INF else int(w),
+            "open_windows": manifest.open_windows,
+            "steps": manifest.step + 1,
+            "drained": manifest.drained,
+        }

@@ -1,0 +1,84 @@
+"""Driver-side file operations through Hadoop's FileSystem API.
+
+State manifests and the summary live next to the checkpoint, which on a cluster
+is shared storage (HDFS, S3, a mounted volume): going through the JVM's
+Hadoop FileSystem makes the same code work for every scheme Spark can write.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+
+class HadoopFS:
+    """A few file operations on any path Spark can address."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._jvm = spark.sparkContext._jvm  # noqa: SLF001
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
+
+    def _path(self, path: str):  # noqa: ANN202
+        p = self._jvm.org.apache.hadoop.fs.Path(path)
+        return p, p.getFileSystem(self._conf)
+
+    def exists(self, path: str) -> bool:
+        p, fs = self._path(path)
+        return bool(fs.exists(p))
+
+    def list_names(self, path: str) -> list[str]:
+        p, fs = self._path(path)
+        if not fs.exists(p):
+            return []
+        return sorted(str(s.getPath().getName()) for s in fs.listStatus(p))
+
+    def read_text(self, path: str) -> str:
+        p, fs = self._path(path)
+        stream = fs.open(p)
+        try:
+            reader = self._jvm.java.io.BufferedReader(self._jvm.java.io.InputStreamReader(stream, "UTF-8"))
+            lines = []
+            line = reader.readLine()
+            while line is not None:
+                lines.append(line)
+                line = reader.readLine()
+            return "\n".join(lines)
+        finally:
+            stream.close()
+
+    def write_text_atomic(self, path: str, text: str) -> None:
+        """Write to a temporary file, then rename over ``path``."""
+        p, fs = self._path(path)
+        tmp, _ = self._path(path + ".tmp")
+        out = fs.create(tmp, True)
+        try:
+            out.write(bytearray(text.encode("utf-8")))
+        finally:
+            out.close()
+        if fs.exists(p):
+            fs.delete(p, False)
+        if not fs.rename(tmp, p):
+            msg = f"could not rename {tmp} to {p}"
+            raise OSError(msg)
+
+    def delete(self, path: str) -> None:
+        p, fs = self._path(path)
+        if fs.exists(p):
+            fs.delete(p, True)
+
+    def size(self, path: str) -> int:
+        """Total bytes under ``path`` (0 when absent)."""
+        p, fs = self._path(path)
+        if not fs.exists(p):
+            return 0
+        return int(fs.getContentSummary(p).getLength())
+
+    def sizes_by_child(self, path: str) -> dict[str, int]:
+        """Bytes of each direct child directory of ``path``."""
+        p, fs = self._path(path)
+        if not fs.exists(p):
+            return {}
+        out = {}
+        for st in fs.listStatus(p):
+            if st.isDirectory():
+                out[str(st.getPath().getName())] = int(fs.getContentSummary(st.getPath()).getLength())
+        return out

@@ -1,0 +1,150 @@
+"""Window state as versioned Parquet buckets plus a manifest per step.
+
+Open (key, window) aggregates are stored under ``<root>/v<step>/_bucket=<end>``,
+one bucket per window end. A step (a micro-batch, or the drain) reads only the
+buckets it touches or must fire, writes the new versions of those buckets, and
+commits a small JSON manifest naming, for each live bucket, the step whose
+files hold it -- plus the watermark tracker and the running totals. Freeing a
+bucket whose grace has passed is dropping it from the manifest: no I/O.
+
+Exactly-once: the manifest of a step records the Spark batch it came from.
+Processing Spark batch ``b`` starts from the newest manifest of a batch
+``< b``, so a batch replayed after a crash redoes the same step from the same
+state and overwrites the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from lowwater.spark.fs import HadoopFS
+
+_MANIFEST = re.compile(r"^manifest-(\d{12})\.json$")
+KEEP_MANIFESTS = 5
+
+
+@dataclass
+class Bucket:
+    """A live state bucket: where its rows are and whether its windows fired."""
+
+    version: int
+    fired: bool
+    rows: int
+    bytes: int = 0
+
+
+@dataclass
+class Manifest:
+    """Everything that must come back together after a restart."""
+
+    step: int = -1
+    spark_batch: int = -1
+    buckets: dict[int, Bucket] = field(default_factory=dict)
+    tracker: dict | None = None
+    totals: dict[str, int] = field(default_factory=dict)
+    drained: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "step": self.step,
+            "spark_batch": self.spark_batch,
+            "buckets": {str(k): vars(v) for k, v in sorted(self.buckets.items())},
+            "tracker": self.tracker,
+            "totals": self.totals,
+            "drained": self.drained,
+        })
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        d = json.loads(text)
+        return cls(
+            step=d["step"],
+            spark_batch=d["spark_batch"],
+            buckets={int(k): Bucket(**v) for k, v in d["buckets"].items()},
+            tracker=d.get("tracker"),
+            totals=d.get("totals", {}),
+            drained=d.get("drained", False),
+        )
+
+    @property
+    def open_windows(self) -> int:
+        return sum(b.rows for b in self.buckets.values())
+
+    @property
+    def state_bytes(self) -> int:
+        return sum(b.bytes for b in self.buckets.values())
+
+
+class BucketStateStore:
+    """Reads and writes window-state buckets under ``root`` (any Hadoop path)."""
+
+    def __init__(self, spark: SparkSession, root: str, schema: StructType) -> None:
+        self.spark = spark
+        self.root = root.rstrip("/")
+        self.schema = schema
+        self.fs = HadoopFS(spark)
+
+    def _manifests(self) -> list[tuple[int, str]]:
+        out = []
+        for name in self.fs.list_names(self.root):
+            m = _MANIFEST.match(name)
+            if m:
+                out.append((int(m.group(1)), f"{self.root}/{name}"))
+        return sorted(out)
+
+    def latest(self, before_spark_batch: int | None = None) -> Manifest:
+        """The newest committed manifest (of a Spark batch before the given one)."""
+        for _, path in reversed(self._manifests()):
+            m = Manifest.from_json(self.fs.read_text(path))
+            if before_spark_batch is None or m.spark_batch < before_spark_batch:
+                return m
+        return Manifest()
+
+    def bucket_path(self, version: int, bucket: int) -> str:
+        return f"{self.root}/v{version:012d}/_bucket={bucket}"
+
+    def read(self, manifest: Manifest, buckets: set[int]) -> DataFrame | None:
+        """The state rows of the given live buckets (None when there are none)."""
+        paths = [self.bucket_path(manifest.buckets[b].version, b) for b in sorted(buckets) if b in manifest.buckets]
+        if not paths:
+            return None
+        return self.spark.read.schema(self.schema).parquet(*paths)
+
+    def write(self, step: int, df: DataFrame) -> dict[int, tuple[int, int]]:
+        """Write ``df`` (with a ``_bucket`` column) as version ``step``; rows and bytes per bucket."""
+        target = f"{self.root}/v{step:012d}"
+        df = df.persist()
+        try:
+            counts = {int(r["_bucket"]): int(r["count"]) for r in df.groupBy("_bucket").count().collect()}
+            df.write.mode("overwrite").partitionBy("_bucket").parquet(target)
+        finally:
+            df.unpersist()
+        sizes = self.fs.sizes_by_child(target)
+        return {b: (n, sizes.get(f"_bucket={b}", 0)) for b, n in counts.items()}
+
+    def commit(self, manifest: Manifest) -> None:
+        """Atomically publish the manifest, then forget what no recent manifest needs."""
+        self.fs.write_text_atomic(f"{self.root}/manifest-{manifest.step:012d}.json", manifest.to_json())
+        self._collect_garbage()
+
+    def _collect_garbage(self) -> None:
+        manifests = self._manifests()
+        keep = manifests[-KEEP_MANIFESTS:]
+        live: set[int] = set()
+        for _, path in keep:
+            m = Manifest.from_json(self.fs.read_text(path))
+            live.update(b.version for b in m.buckets.values())
+            live.add(m.step)
+        oldest_kept = keep[0][0] if keep else 0
+        for _, path in manifests[:-KEEP_MANIFESTS]:
+            self.fs.delete(path)
+        for name in self.fs.list_names(self.root):
+            if name.startswith("v") and name[1:].isdigit():
+                v = int(name[1:])
+                if v not in live and v < oldest_kept:
+                    self.fs.delete(f"{self.root}/{name}")

@@ -1,0 +1,81 @@
+"""Time inside lowwater: integer microseconds, durations at the edges.
+
+Every timestamp and duration inside the engine is an ``int`` (or an ``int64``
+numpy array) counting microseconds since the Unix epoch, so float precision
+never leaks into window boundaries. Durations are written by users as strings
+such as ``"10s"``, ``"250ms"``, ``"5m"`` or as :class:`datetime.timedelta`
+and converted once, at the boundary, by :func:`to_duration_us`.
+
+``NEG_INF`` / ``POS_INF`` stand for an undefined watermark and the drained
+watermark. They sit at +-2**62, far from any real timestamp, so that
+``max_event - bound`` never overflows int64.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+NEG_INF: int = -(2**62)
+POS_INF: int = 2**62
+
+US_PER: dict[str, int] = {
+    "us": 1,
+    "ms": 1_000,
+    "s": 1_000_000,
+    "m": 60_000_000,
+    "h": 3_600_000_000,
+    "d": 86_400_000_000,
+}
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)\s*$")
+
+
+def to_duration_us(value: str | int | float | timedelta) -> int:
+    """Convert ``"10s"``, ``"250ms"``, ``"5m"``, a timedelta or seconds into µs.
+
+    >>> to_duration_us("1.5s"), to_duration_us("250ms"), to_duration_us(timedelta(minutes=1))
+    (1500000, 250000, 60000000)
+    """
+    if isinstance(value, timedelta):
+        return int(round(value.total_seconds() * 1_000_000))
+    if isinstance(value, bool):
+        msg = f"not a duration: {value!r}"
+        raise ValueError(msg)
+    if isinstance(value, int | float):
+        if value < 0:
+            msg = f"a duration cannot be negative: {value!r}"
+            raise ValueError(msg)
+        return int(round(value * 1_000_000))
+    m = _DURATION.match(str(value))
+    if not m:
+        msg = f"not a duration: {value!r} (write e.g. \"10s\", \"250ms\", \"5m\", \"1h\")"
+        raise ValueError(msg)
+    number, unit = m.groups()
+    return int(round(float(number) * US_PER[unit]))
+
+
+def format_duration_us(us: int) -> str:
+    """Render µs as the shortest exact duration string (``1500000 -> "1500ms"``)."""
+    for unit in ("d", "h", "m", "s", "ms"):
+        if us % US_PER[unit] == 0 and us != 0:
+            return f"{us // US_PER[unit]}{unit}"
+    return f"{us}us"
+
+
+def to_datetime(us: int | None) -> datetime | None:
+    """µs since the epoch to an aware UTC datetime; ``None`` for +-inf/undefined."""
+    if us is None or us <= NEG_INF or us >= POS_INF:
+        return None
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(us))
+
+
+def format_ts(us: int | None) -> str:
+    """Human-readable UTC timestamp; ``-inf``/``+inf`` for the sentinels."""
+    if us is None or us <= NEG_INF:
+        return "-inf"
+    if us >= POS_INF:
+        return "+inf"
+    dt = to_datetime(us)
+    assert dt is not None
+    return dt.isoformat().replace("+00:00", "Z")
