@@ -81,7 +81,7 @@ def resolve_schema(spark: SparkSession, cfg: PipelineConfig, state_dir: str | No
     return schema
 
 
-def _load(reader, src: SourceConfig, schema: StructType, streaming: bool) -> DataFrame:  # noqa: ANN001
+def _load(reader, src: SourceConfig, schema: StructType, streaming: bool, path: str | None = None) -> DataFrame:  # noqa: ANN001
     full = schema
     if src.format != "parquet":
         full = StructType(schema.fields + [StructField(CORRUPT, StringType(), True)])
@@ -90,7 +90,7 @@ def _load(reader, src: SourceConfig, schema: StructType, streaming: bool) -> Dat
         reader = reader.option(k, v)
     if streaming and src.max_files_per_batch:
         reader = reader.option("maxFilesPerTrigger", src.max_files_per_batch)
-    df = reader.load(src.path)
+    df = reader.load(path or src.path)
     return df.select("*", df["_metadata.file_path"].alias("_file"), df["_metadata.file_block_start"].alias("_block"))
 
 
@@ -99,6 +99,6 @@ def read_stream(spark: SparkSession, src: SourceConfig, schema: StructType) -> D
     return _load(spark.readStream, src, schema, streaming=True)
 
 
-def read_batch(spark: SparkSession, src: SourceConfig, schema: StructType) -> DataFrame:
-    """The same rows as :func:`read_stream`, as one bounded batch (for the replay)."""
-    return _load(spark.read, src, schema, streaming=False)
+def read_batch(spark: SparkSession, src: SourceConfig, schema: StructType, path: str | None = None) -> DataFrame:
+    """The same rows as :func:`read_stream`, as one bounded batch (the replay; tests feed cuts)."""
+    return _load(spark.read, src, schema, streaming=False, path=path)

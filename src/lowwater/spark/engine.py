@@ -39,11 +39,12 @@ from pyspark.sql.utils import CapturedException
 
 from lowwater.config import PipelineConfig
 from lowwater.core.accounting import Accounting
-from lowwater.core.lateness import TOO_LATE_REASON, LatePolicy, Lateness, classify, row_verdicts
+from lowwater.core.judge import account, arrival_order, judge
+from lowwater.core.lateness import TOO_LATE_REASON, LatePolicy, Lateness
 from lowwater.core.tracker import TrackerState, WatermarkTracker
-from lowwater.core.watermarks import clip_future
 from lowwater.io.files import CORRUPT, read_stream, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
+from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
 from lowwater.spark.parse import normalise
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.windowing import StateLayout, step_windows
@@ -162,10 +163,10 @@ class Engine:
         try:
             parsed = normalise(df, cfg).withColumn("_rid", F.monotonically_increasing_id()).persist()
             cache.append(parsed)
-            compact = parsed.select(
-                "_rid", "_dead", "_event_us", "_arrival_us", "_part", "_psort", "_offset", "_file", "_block"
-            ).toArrow()
+            compact = parsed.select(*self._compact_columns()).toArrow()
+            t_collect = time.monotonic()
             plan = self._plan(compact, tracker, prev)
+            t_plan = time.monotonic()
             n_dead = plan["dead"]
             if n_dead:
                 self._write_dead_letters(parsed, step)
@@ -175,9 +176,26 @@ class Engine:
         finally:
             for c in cache:
                 c.unpersist()
+        t_fold = time.monotonic()
         report.duration_s = time.monotonic() - t0
         self._commit(report, tracker, prev, plan["buckets"])
+        log.debug(
+            "step %d timings: collect %.2fs, plan %.2fs, fold %.2fs, commit %.2fs",
+            step, t_collect - t0, t_plan - t_collect, t_fold - t_plan, time.monotonic() - t_fold,
+        )
         return report
+
+    def _compact_columns(self) -> list[str]:
+        """What the driver needs per row: ~30-40 bytes, no payload."""
+        src = self.cfg.source
+        cols = ["_rid", "_dead", "_event_us", "_psort"]
+        if src.arrival_time:
+            cols.append("_arrival_us")
+        if src.offset:
+            cols.append("_offset")
+        if not (src.arrival_time and src.offset):
+            cols += ["_file", "_block"]  # the source's own order breaks ties
+        return cols
 
     def _plan(self, compact: pa.Table, tracker: WatermarkTracker, prev: Manifest) -> dict:
         """Driver side: arrival order, ``W(r)``, verdicts, accounting, buckets to touch."""
@@ -185,44 +203,39 @@ class Engine:
         dead_mask = pc.is_valid(compact.column("_dead")).to_numpy(zero_copy_only=False)
         valid = compact.filter(pc.invert(pc.is_valid(compact.column("_dead"))))
         n = valid.num_rows
-        rid = valid.column("_rid").to_numpy()
-        event = valid.column("_event_us").to_numpy()
-        arrival = valid.column("_arrival_us").to_numpy() if src.arrival_time else None
-        files = np.asarray(valid.column("_file").to_pylist(), dtype=object)
-        _, file_code = np.unique(files.astype(str), return_inverse=True) if n else (None, np.zeros(0, np.int64))
-        block = valid.column("_block").to_numpy()
-        keys: list[np.ndarray] = [rid, block, file_code]
-        if src.arrival_time:
-            if src.offset:
-                keys.append(valid.column("_offset").to_numpy())
-            psort = valid.column("_psort").to_pandas()
-            keys.append(pd.factorize(psort, sort=True)[0])
-            keys.append(arrival)
-        order = np.lexsort(keys) if n else np.zeros(0, np.int64)
-        rid, event = rid[order], event[order]
-        arrival = arrival[order] if arrival is not None else None
-        part = np.asarray(valid.column("_part").to_pylist(), dtype=object)[order].astype(str)
-        event, clipped = clip_future(event, arrival, self.cfg.watermark.max_future_skew_us)
-        seq0 = tracker.state.rows_seen
-        w_row = tracker.advance(part, event, arrival)
-        seq = seq0 + np.arange(n, dtype=np.int64)
-        pairs = self.assigner.assign(event)
-        verdict = classify(pairs.end, w_row[pairs.row], grace)
-        acc = Accounting.from_verdicts(row_verdicts(pairs.row, verdict, n), int(dead_mask.sum()), int(clipped.sum()))
-        acc.check()
+
+        def col(name: str) -> np.ndarray | None:
+            return valid.column(name).to_numpy() if name in valid.column_names else None
+
+        rid = col("_rid")
+        psort = valid.column("_psort").to_numpy(zero_copy_only=False)
+        source_order = [rid]
+        if "_file" in valid.column_names:
+            files = valid.column("_file").to_numpy(zero_copy_only=False).astype(str)
+            source_order = [np.unique(files, return_inverse=True)[1], col("_block"), rid]
+        arrival = col("_arrival_us")
+        order = arrival_order(n, arrival, psort, col("_offset"), source_order)
+        uniq, pcode = np.unique(psort[order], return_inverse=True) if n else (np.array([]), np.zeros(0, int))
+        names = np.array([str(u) for u in uniq], dtype=object)[pcode] if n else np.array([], dtype=str)
+        j = judge(
+            tracker, self.assigner, grace, names, col("_event_us")[order],
+            None if arrival is None else arrival[order],
+        )
+        acc = account(j, int(dead_mask.sum()))
         w_new = tracker.watermark_us
-        touched = set(np.unique(pairs.end[verdict < Lateness.TOO_LATE]).tolist())
+        touched = set(np.unique(j.pairs.end[j.verdict < Lateness.TOO_LATE]).tolist())
         to_fire = {b for b, info in prev.buckets.items() if not info.fired and b <= w_new}
-        by_rid = np.argsort(rid, kind="stable")
+        rid_sorted = rid[order]
+        by_rid = np.argsort(rid_sorted, kind="stable")
         return {
             "dead": int(dead_mask.sum()),
             "accounting": acc,
-            "pair_counts": np.bincount(verdict.astype(np.int64), minlength=3),
-            "lookup": (rid[by_rid], w_row[by_rid], seq[by_rid]),
+            "pair_counts": np.bincount(j.verdict.astype(np.int64), minlength=3),
+            "lookup": (rid_sorted[by_rid], j.watermark_us[by_rid], j.seq[by_rid]),
             "read": touched | to_fire,
             "buckets": {},
             "watermark": w_new,
-            "clock": int(arrival[-1]) if arrival is not None and n else None,
+            "clock": int(arrival.max()) if arrival is not None and n else None,
         }
 
     def _write_dead_letters(self, parsed: DataFrame, step: int) -> None:
@@ -233,46 +246,28 @@ class Engine:
         )
         self.outputs.write("dead_letter", step, dead)
 
-    def _contributions(self, parsed: DataFrame, plan: dict) -> DataFrame:
-        """Executor side: (row, window) pairs with ``W(r)``, ``_seq`` and the verdict."""
-        src, skew = self.cfg.source, self.cfg.watermark.max_future_skew_us
-        grace, assigner = self.cfg.window.allowed_lateness_us, self.assigner
-        bc = self.spark.sparkContext.broadcast(plan["lookup"])
+    def _contributions(self, parsed: DataFrame, plan: dict, with_payload: bool) -> DataFrame:
+        """Executor side (``contrib``): on-time partials, late-update and too-late pairs."""
+        src = self.cfg.source
         names = self.schema.fieldNames()
-        valid = parsed.filter(F.col("_dead").isNull()).select(
-            *names, "_file", "_event_us", "_arrival_us", "_rid"
+        need = list(dict.fromkeys([*self.layout.keys, *self.layout.values]))
+        payload = [*names, "_file"] if with_payload else None
+        cols = list(dict.fromkeys([*need, *(payload or []), "_event_us", "_rid"]))
+        if src.arrival_time:
+            cols.append("_arrival_us")
+        valid = parsed.filter(F.col("_dead").isNull()).select(*cols)
+        fn = make_contribute(
+            self.layout,
+            self.assigner,
+            self.cfg.window.allowed_lateness_us,
+            self.cfg.watermark.max_future_skew_us,
+            self.spark.sparkContext.broadcast(plan["lookup"]),
+            payload,
+            bool(src.arrival_time),
         )
-        out_schema = T.StructType(
-            [f for f in valid.schema.fields]
-            + [
-                T.StructField("window_start", T.LongType()),
-                T.StructField("window_end", T.LongType()),
-                T.StructField("_w", T.LongType()),
-                T.StructField("_seq", T.LongType()),
-                T.StructField("_cls", T.ByteType()),
-            ]
-        )
-        has_arrival = bool(src.arrival_time)
-
-        def contribute(batches):  # noqa: ANN001, ANN202 - runs on the executors
-            rids, ws, seqs = bc.value
-            for pdf in batches:
-                if pdf.empty:
-                    continue
-                i = np.searchsorted(rids, pdf["_rid"].to_numpy())
-                w, seq = ws[i], seqs[i]
-                arrival = pdf["_arrival_us"].to_numpy(dtype=np.int64) if has_arrival else None
-                event, _ = clip_future(pdf["_event_us"].to_numpy(dtype=np.int64), arrival, skew)
-                pairs = assigner.assign(event)
-                out = pdf.iloc[pairs.row].reset_index(drop=True)
-                out["window_start"] = pairs.start
-                out["window_end"] = pairs.end
-                out["_w"] = w[pairs.row]
-                out["_seq"] = seq[pairs.row]
-                out["_cls"] = classify(pairs.end, w[pairs.row], grace)
-                yield out
-
-        return valid.mapInPandas(contribute, out_schema)
+        fields = {f.name: f for f in parsed.schema.fields}
+        schema = contrib_schema(self.layout, [fields[c] for c in payload] if payload else None)
+        return valid.mapInPandas(fn, schema)
 
     def _fold(
         self,
@@ -287,24 +282,27 @@ class Engine:
         grace = self.cfg.window.allowed_lateness_us
         w_new = plan["watermark"]
         n_on, n_late, n_too_late = (int(x) for x in plan["pair_counts"])
+        side_output = bool(n_too_late) and self.cfg.late_policy == LatePolicy.SIDE_OUTPUT
         contrib = None
         if n_on + n_late + n_too_late:
-            contrib = self._contributions(parsed, plan).persist()
+            contrib = self._contributions(parsed, plan, with_payload=side_output).persist()
             cache.append(contrib)
-        if n_too_late and self.cfg.late_policy == LatePolicy.SIDE_OUTPUT and contrib is not None:
-            late_rows = contrib.filter(F.col("_cls") == int(Lateness.TOO_LATE)).select(
-                *self.schema.fieldNames(),
+        if side_output and contrib is not None:
+            p = PAYLOAD
+            late_rows = contrib.filter(F.col("_kind") == "T").select(
+                *[F.col(p + c).alias(c) for c in self.schema.fieldNames()],
                 F.timestamp_micros("_w").alias("watermark"),
                 F.timestamp_micros("window_start").alias("window_start"),
                 F.timestamp_micros("window_end").alias("window_end"),
                 F.lit(TOO_LATE_REASON).alias("reason"),
-                F.col("_file").alias("source_file"),
+                F.col(p + "_file").alias("source_file"),
             )
             self.outputs.write("late", step, late_rows)
         else:
             self.outputs.clear("late", step)
-        on_time = contrib.filter(F.col("_cls") == int(Lateness.ON_TIME)) if n_on else None
-        late = contrib.filter(F.col("_cls") == int(Lateness.LATE_UPDATE)) if n_late else None
+        state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]
+        on_time = contrib.filter(F.col("_kind") == "P").select(*state_cols) if n_on else None
+        late = contrib.filter(F.col("_kind") == "L").select(*state_cols, "_seq") if n_late else None
         read = plan["read"]
         state = self.store.read(prev, read)
         emit_wm = w_new if NEG_INF < w_new < POS_INF else None

@@ -41,6 +41,28 @@ def time_us(col: Column, dtype: T.DataType, unit_us: int) -> Column:
     )
 
 
+_ATOMIC = (*_NUMERIC, T.BooleanType, T.StringType, T.TimestampType, T.TimestampNTZType, T.DateType)
+
+
+def _malformed_reason(schema: T.StructType, fmt: str) -> Column:
+    """``malformed record``, or which fields had the wrong type when the record itself parses."""
+    fields = [f for f in schema.fields if f.name != CORRUPT and isinstance(f.dataType, _ATOMIC)]
+    if fmt != "jsonl" or not fields:
+        return F.lit("malformed record")
+    as_text = F.from_json(
+        F.col(CORRUPT), T.StructType([T.StructField(f.name, T.StringType()) for f in fields])
+    )
+    wrong = [
+        F.when(as_text[f.name].isNotNull() & as_text[f.name].try_cast(f.dataType).isNull(), F.lit(f.name))
+        for f in fields
+        if not isinstance(f.dataType, T.StringType)
+    ]
+    listed = F.concat_ws(", ", *wrong) if wrong else F.lit("")
+    return F.when(listed != "", F.concat(F.lit("malformed record: wrong type for "), listed)).otherwise(
+        F.lit("malformed record")
+    )
+
+
 def _first_reason(checks: list[tuple[Column, Column | str]]) -> Column:
     expr = None
     for cond, reason in checks:
@@ -57,7 +79,7 @@ def normalise(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
     event_us = time_us(ev_raw, types[src.event_time], src.unit_us)
     checks: list[tuple[Column, Column | str]] = []
     if CORRUPT in types:
-        checks.append((F.col(CORRUPT).isNotNull(), "malformed record"))
+        checks.append((F.col(CORRUPT).isNotNull(), _malformed_reason(df.schema, src.format)))
     checks.append((ev_raw.isNull(), f"missing event_time ({src.event_time})"))
     checks.append((
         event_us.isNull(),

@@ -24,7 +24,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.core.aggregates import AggSpec
-from lowwater.spark.parse import value_column
 
 SEQ_BASE = -(2**62)
 
@@ -62,30 +61,9 @@ class StateLayout:
         fields += [T.StructField("_fired", T.BooleanType()), T.StructField("_rev", T.LongType())]
         return T.StructType(fields)
 
-    # -- building partials ---------------------------------------------------------
-
-    def row_partials(self, rows: DataFrame) -> DataFrame:
-        """One partial per contribution row (for late rows, kept one by one)."""
-        cols: list[Column] = [F.col(c) for c in self.window_cols] + [F.lit(1).cast("long").alias("_n")]
-        for i, v in enumerate(self.values):
-            x = value_column(v)
-            cols += [x.alias(f"_s{i}"), x.alias(f"_mn{i}"), x.alias(f"_mx{i}"),
-                     F.when(x.isNotNull(), 1).otherwise(0).cast("long").alias(f"_nn{i}")]
-        return rows.select(*cols, "_seq")
-
-    def grouped_partials(self, rows: DataFrame) -> DataFrame:
-        """On-time contributions summed per (key, window)."""
-        aggs: list[Column] = [F.count(F.lit(1)).alias("_n")]
-        for i, v in enumerate(self.values):
-            x = value_column(v)
-            aggs += [F.sum(x).alias(f"_s{i}"), F.min(x).alias(f"_mn{i}"), F.max(x).alias(f"_mx{i}"),
-                     F.count(x).alias(f"_nn{i}")]
-        return (
-            rows.groupBy(*self.window_cols)
-            .agg(*aggs)
-            .withColumn("_fired", F.lit(False))
-            .withColumn("_rev", F.lit(0).cast("long"))
-        )
+    def as_state_partials(self, partials: DataFrame) -> DataFrame:
+        """On-time partials as state rows: not fired, revision 0."""
+        return partials.withColumn("_fired", F.lit(False)).withColumn("_rev", F.lit(0).cast("long"))
 
     def _merge_aggs(self, rev: Column) -> list[Column]:
         aggs: list[Column] = [F.sum("_n").alias("_n")]
@@ -130,7 +108,7 @@ def step_windows(
     layout: StateLayout,
     state: DataFrame | None,
     on_time: DataFrame | None,
-    late: DataFrame | None,
+    late: DataFrame | None,  # late-update partials, one per pair, with ``_seq``
     watermark_us: int,
     grace_us: int,
     emit_watermark_us: int | None,
@@ -142,7 +120,7 @@ def step_windows(
     Frames this function persists are appended to ``cache``; the caller
     unpersists them when the step is committed.
     """
-    parts = [p for p in (state, layout.grouped_partials(on_time) if on_time is not None else None) if p is not None]
+    parts = [p for p in (state, layout.as_state_partials(on_time) if on_time is not None else None) if p is not None]
     base = layout.merge(parts) if parts else None
     emissions: list[DataFrame] = []
     if base is not None:
@@ -150,7 +128,7 @@ def step_windows(
         cache.append(base)
         finals = base.filter(~F.col("_fired") & (F.col("window_end") <= F.lit(watermark_us)))
         emissions.append(layout.emission(finals, "final", F.lit(0), emit_watermark_us, step))
-    late_p = layout.row_partials(late) if late is not None else None
+    late_p = late
     if late_p is not None:
         cols = [*layout.window_cols, *layout.partial_cols()]
         lp = late_p.select(*cols, "_seq", F.lit(None).cast("long").alias("_rev"), F.lit(1).alias("_is_late"))
@@ -178,7 +156,7 @@ def step_windows(
     if base is not None:
         new_parts.append(base)
     if late_p is not None:
-        new_parts.append(late_p.drop("_seq").withColumn("_fired", F.lit(True)).withColumn("_rev", F.lit(1).cast("long")))
+        new_parts.append(late_p.withColumn("_fired", F.lit(True)).withColumn("_rev", F.lit(1).cast("long")))
     if not new_parts:
         return emitted, None
     new_state = layout.merge(new_parts) if len(new_parts) > 1 or late_p is not None else new_parts[0]

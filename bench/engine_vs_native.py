@@ -1,0 +1,173 @@
+"""Throughput: lowwater's engine against native Spark on the same generated data.
+
+(a) native Spark: ``withWatermark`` + ``groupBy(window, key)`` with the RocksDB
+    state store, append mode, ``noop`` sink, available-now trigger;
+(b) lowwater: the same window, lateness and files through ``Engine.run(once=True)``.
+
+Both read the same Parquet landing zone with the same ``maxFilesPerTrigger``,
+in one process, one SparkSession. Prints one JSON line per case and the ratio.
+
+    python -m bench.engine_vs_native --events 4000000 --keys 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
+
+
+def generate(directory: Path, events: int, keys: int, partitions: int, files: int, rate: float, seed: int = 1) -> None:
+    """Land ``events`` rows as ``files`` Parquet files in arrival order.
+
+    Event time advances at ``rate`` events/s; arrival = event + exponential
+    delay (mean 0.5 s, 1% of rows 5-30 s late); rows sorted by arrival.
+    """
+    rng = np.random.default_rng(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    event = START_US + (np.arange(events) * (1e6 / rate)).astype(np.int64)
+    delay = rng.exponential(500_000, events).astype(np.int64)
+    slow = rng.random(events) < 0.01
+    delay[slow] = rng.integers(5_000_000, 30_000_000, int(slow.sum()))
+    arrival = event + delay
+    order = np.argsort(arrival, kind="stable")
+    event, arrival = event[order], arrival[order]
+    part = rng.integers(0, partitions, events)
+    key = rng.integers(0, keys, events)
+    amount = np.round(rng.lognormal(3, 1, events), 2)
+    offsets = np.zeros(events, dtype=np.int64)
+    for p in range(partitions):
+        m = part == p
+        offsets[m] = np.arange(int(m.sum()))
+    table = pa.table({
+        "partition": pa.array(part, pa.int32()),
+        "offset": pa.array(offsets),
+        "event_time": pa.array(event, pa.timestamp("us", tz="UTC")),
+        "arrival_time": pa.array(arrival, pa.timestamp("us", tz="UTC")),
+        "key": pa.array(np.char.add("k", key.astype(str))),
+        "amount": pa.array(amount),
+    })
+    per = -(-events // files)
+    for i in range(files):
+        path = directory / f"part-{i:05d}.parquet"
+        pq.write_table(table.slice(i * per, per), path)
+
+
+def native(spark, data: Path, window_s: int, lateness_s: int, files_per_batch: int, work: Path) -> float:  # noqa: ANN001
+    from pyspark.sql import functions as F
+
+    schema = spark.read.parquet(str(data)).schema
+    df = (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", files_per_batch)
+        .parquet(str(data))
+        .withWatermark("event_time", f"{lateness_s} seconds")
+        .groupBy(F.window("event_time", f"{window_s} seconds"), "key")
+        .agg(F.count(F.lit(1)).alias("count"), F.sum("amount").alias("total"))
+    )
+    t0 = time.monotonic()
+    q = (
+        df.writeStream.outputMode("append")
+        .format("noop")
+        .option("checkpointLocation", str(work / "native-ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    return time.monotonic() - t0
+
+
+def lowwater_run(spark, data: Path, window_s: int, lateness_s: int, files_per_batch: int, work: Path) -> float:  # noqa: ANN001
+    from lowwater.config import parse_config
+    from lowwater.spark.engine import Engine
+
+    cfg = parse_config(
+        {
+            "source": {
+                "format": "parquet",
+                "path": str(data),
+                "partition": "partition",
+                "offset": "offset",
+                "arrival_time": "arrival_time",
+                "event_time": "event_time",
+                "max_files_per_batch": files_per_batch,
+            },
+            "watermark": {"max_out_of_orderness": f"{lateness_s}s"},
+            "window": {
+                "type": "tumbling",
+                "size": f"{window_s}s",
+                "allowed_lateness": "0s",
+                "key": ["key"],
+                "aggregations": {"total": "sum(amount)"},
+            },
+            "late": {"policy": "drop"},
+            "output": {"path": str(work / "lowwater-out")},
+        }
+    )
+    t0 = time.monotonic()
+    Engine(cfg, spark).run(once=True)
+    return time.monotonic() - t0
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=4_000_000)
+    ap.add_argument("--keys", type=int, default=10_000)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--files-per-batch", type=int, default=1)
+    ap.add_argument("--rate", type=float, default=20_000.0, help="events per second of event time")
+    ap.add_argument("--window-s", type=int, default=10)
+    ap.add_argument("--lateness-s", type=int, default=5)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--only", choices=["native", "lowwater"], default=None)
+    args = ap.parse_args(argv)
+
+    from lowwater.config import SparkConfig
+    from lowwater.spark.session import get_spark
+
+    spark = get_spark(SparkConfig(
+        master=args.master,
+        app_name="lowwater-bench",
+        shuffle_partitions=4,
+        conf={
+            "spark.sql.streaming.stateStore.providerClass":
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+            "spark.driver.memory": "6g",
+            "spark.ui.enabled": "false",
+        },
+    ))
+    work = Path(tempfile.mkdtemp(prefix="lowwater-bench-"))
+    try:
+        data = work / "landing"
+        t0 = time.monotonic()
+        generate(data, args.events, args.keys, args.partitions, args.files, args.rate)
+        print(json.dumps({"case": "generate", "events": args.events, "seconds": round(time.monotonic() - t0, 2)}))
+        results = {}
+        for name, fn in (("native", native), ("lowwater", lowwater_run)):
+            if args.only and args.only != name:
+                continue
+            secs = fn(spark, data, args.window_s, args.lateness_s, args.files_per_batch, work)
+            results[name] = args.events / secs
+            print(json.dumps({
+                "case": f"tumbling/{name}", "events": args.events, "keys": args.keys,
+                "files_per_batch": args.files_per_batch, "seconds": round(secs, 2),
+                "events_per_s": round(results[name]),
+            }), flush=True)
+        if len(results) == 2:
+            print(json.dumps({"case": "tumbling/ratio", "lowwater_over_native": round(results["lowwater"] / results["native"], 3)}))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

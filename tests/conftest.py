@@ -1,0 +1,27 @@
+"""Shared fixtures: one local SparkSession for the whole test session."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A small local[2] SparkSession shared by every Spark test (started once)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from lowwater.config import SparkConfig
+    from lowwater.spark.session import get_spark
+
+    session = get_spark(
+        SparkConfig(
+            master="local[2]",
+            app_name="lowwater-tests",
+            shuffle_partitions=2,
+            conf={"spark.ui.enabled": "false", "spark.sql.adaptive.coalescePartitions.enabled": "true"},
+        )
+    )
+    yield session
+    session.stop()

@@ -1,0 +1,269 @@
+"""Scenario tables through the real engine: rows in arrival order -> expected emissions.
+
+Each scenario is run as one micro-batch and as several cuts; the emissions,
+late rows and counts must be the same (SEMANTICS.md §8), and the accounting
+identity must hold (§6). Times are seconds; windows are [start, end).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lowwater.core.windows import TumblingWindows
+from lowwater.demo.compare import max_based_outcome
+from lowwater.testing.scenario import base_config, run_scenario, table
+
+from .helpers import emitted, late_rows
+
+pytestmark = pytest.mark.spark
+
+
+def rows_of(text: str, key: str = "a") -> list[dict]:
+    """Table rows -> input rows (p -> partition, t -> event_time, a -> arrival_time)."""
+    out = []
+    for r in table(text):
+        row = {"partition": str(r["p"]), "event_time": float(r["t"]), "key": r.get("key", key),
+               "amount": float(r.get("amount", 1.0))}
+        if "a" in r:
+            row["arrival_time"] = float(r["a"])
+        out.append(row)
+    return out
+
+
+def check_all_cuts(spark, cfg, rows, cut_sets, drain=True):
+    """Run every cutting; all must agree; return the first outcome."""
+    outcomes = [run_scenario(spark, cfg, rows, cuts=c, drain=drain) for c in cut_sets]
+    first = outcomes[0]
+    assert first.summary["balanced"], first.summary
+    for o in outcomes[1:]:
+        assert o.emissions() == first.emissions()
+        assert o.late_rows() == first.late_rows()
+        for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter", "windows_fired", "revisions"):
+            assert o.summary[k] == first.summary[k], k
+    return first
+
+
+OUT_OF_ORDER = """
+p  t   key amount
+0  1   a   1      # W(r) = -inf
+0  4   a   2
+0  13  a   3      # after it W = 13 - 2 = 11: [0,10) fires with {1, 4}
+0  7   a   10     # W(r) = 11 >= end 10: late
+0  25  b   1      # W -> 23: [10,20) fires
+0  3   a   100    # W(r) = 23: late by 13s
+"""
+
+
+def test_out_of_order_single_partition_no_grace(spark):
+    cfg = base_config(watermark={"max_out_of_orderness": "2s"})
+    o = check_all_cuts(spark, cfg, rows_of(OUT_OF_ORDER), [None, [3], [1, 2, 3, 4, 5]])
+    assert emitted(o, "total") == [
+        ("a", 0, 10, 2, 3.0, "final", 0),
+        ("a", 10, 20, 1, 3.0, "final", 0),
+        ("b", 20, 30, 1, 1.0, "final", 0),  # fired by the drain
+    ]
+    assert late_rows(o) == [("0", 3.0, 0, 10, 23), ("0", 7.0, 0, 10, 11)]
+    s = o.summary
+    assert (s["rows"], s["on_time"], s["late_updates"], s["too_late"], s["dead_letter"]) == (6, 4, 0, 2, 0)
+
+
+def test_out_of_order_with_grace_gives_revisions(spark):
+    cfg = base_config(watermark={"max_out_of_orderness": "2s"}, window={"allowed_lateness": "5s"})
+    o = check_all_cuts(spark, cfg, rows_of(OUT_OF_ORDER), [None, [4], [1, 3, 5]])
+    assert emitted(o, "total") == [
+        ("a", 0, 10, 2, 3.0, "final", 0),
+        ("a", 0, 10, 3, 13.0, "revision", 1),  # t=7 within grace: 10 + 5 > 11
+        ("a", 10, 20, 1, 3.0, "final", 0),
+        ("b", 20, 30, 1, 1.0, "final", 0),
+    ]
+    assert late_rows(o) == [("0", 3.0, 0, 10, 23)]  # 10 + 5 <= 23: too late even with grace
+    assert (o.summary["late_updates"], o.summary["too_late"]) == (1, 1)
+
+
+def test_enough_grace_numbers_revisions_in_arrival_order(spark):
+    cfg = base_config(watermark={"max_out_of_orderness": "2s"}, window={"allowed_lateness": "20s"})
+    o = check_all_cuts(spark, cfg, rows_of(OUT_OF_ORDER), [None, [4], [2, 5]])
+    revs = [e for e in emitted(o, "total") if e[5] == "revision"]
+    assert revs == [("a", 0, 10, 3, 13.0, "revision", 1), ("a", 0, 10, 4, 113.0, "revision", 2)]
+    assert o.summary["too_late"] == 0 and o.late.empty
+
+
+def test_row_exactly_at_window_end_belongs_to_next_window(spark):
+    rows = rows_of("""
+    p  t   amount
+    0  5   1
+    0  10  2      # [10, 20), not [0, 10); W -> 10 fires [0,10)
+    0  9   4      # W(r) = 10 = end(w): late, and with G = 0 too late
+    """)
+    o = check_all_cuts(spark, base_config(), rows, [None, [1, 2]])
+    assert emitted(o, "total") == [("a", 0, 10, 1, 1.0, "final", 0), ("a", 10, 20, 1, 2.0, "final", 0)]
+    assert late_rows(o) == [("0", 9.0, 0, 10, 10)]
+
+
+def test_hopping_windows_judge_each_window(spark):
+    cfg = base_config(window={"type": "hopping", "size": "10s", "slide": "5s"})
+    rows = rows_of("""
+    p  t   amount
+    0  7   1      # [0,10) and [5,15)
+    0  12  2      # [5,15) and [10,20); W -> 12 fires [0,10)
+    0  6   4      # [0,10) too late (10 <= 12), [5,15) on time (15 > 12)
+    """)
+    o = check_all_cuts(spark, cfg, rows, [None, [1], [1, 2]])
+    assert emitted(o, "total") == [
+        ("a", 0, 10, 1, 1.0, "final", 0),
+        ("a", 5, 15, 3, 7.0, "final", 0),
+        ("a", 10, 20, 1, 2.0, "final", 0),
+    ]
+    assert late_rows(o) == [("0", 6.0, 0, 10, 12)]
+    # Row-level accounting counts the worst verdict: the row lost a window.
+    assert (o.summary["on_time"], o.summary["too_late"]) == (2, 1)
+
+
+def test_trailing_partition_is_on_time_under_the_min(spark):
+    """p1 trails p0 by 15s > L: a max-based watermark drops all of p1; lowwater keeps it."""
+    rows = rows_of("""
+    p  t
+    0  20
+    1  5
+    0  22
+    1  7
+    0  24
+    1  9
+    0  26
+    1  12
+    0  28
+    1  14
+    """)
+    # Declared up front (as Kafka partitions are): W is undefined until both reported.
+    cfg = base_config(watermark={"max_out_of_orderness": "2s", "partitions": ["0", "1"]})
+    o = check_all_cuts(spark, cfg, rows, [None, [2, 5, 7]])
+    assert o.summary["too_late"] == 0 and o.summary["on_time"] == 10
+    assert emitted(o) == [
+        ("a", 0, 10, 3, "final", 0),
+        ("a", 10, 20, 2, "final", 0),
+        ("a", 20, 30, 5, "final", 0),
+    ]
+    ev = np.array([int(r["event_time"] * 1e6) for r in rows])
+    spark_like = max_based_outcome(ev, np.arange(len(rows)), 2_000_000, TumblingWindows(10_000_000), 0)
+    assert spark_like.dropped == 5  # every row of p1
+
+
+IDLE = """
+p  t   a
+0  1   1
+1  2   2      # p1 reports once, then goes quiet
+0  5   5
+0  12  12
+0  25  25     # clock 25: p1 silent for 23s > 10s -> idle, W = 12 before, 25 after
+0  31  31
+1  8   40     # p1 rejoins: W(r) = 31 -> its row for [0,10) is too late
+1  41  42     # on time; W does not regress to p1's 8
+"""
+
+
+def test_idle_partition_stalls_the_watermark_without_timeout(spark):
+    cfg = base_config(source={"arrival_time": "arrival_time"})
+    rows = rows_of(IDLE, key="k")
+    held = run_scenario(spark, cfg, rows, cuts=[3, 6], drain=False)
+    # While p1 is silent W = min(p0, p1) stays at p1's 2: nothing fires for 40s of arrivals.
+    assert [(r.windows_fired, r.watermark_us) for r in held.reports[:2]] == [(0, 2_000_000), (0, 2_000_000)]
+    # When p1 produces again (41), W jumps to p0's 31; p1's row at 8 was never late.
+    assert held.reports[2].watermark_us == 31_000_000 and held.summary["too_late"] == 0
+    drained = check_all_cuts(spark, cfg, rows, [None, [3, 6]])
+    assert [e[1:4] for e in emitted(drained)] == [(0, 10, 4), (10, 20, 1), (20, 30, 1), (30, 40, 1), (40, 50, 1)]
+    assert drained.summary["too_late"] == 0
+
+
+def test_idle_partition_is_excluded_after_timeout_and_late_after_rejoin(spark):
+    cfg = base_config(source={"arrival_time": "arrival_time"}, watermark={"idle_timeout": "10s"})
+    o = check_all_cuts(spark, cfg, rows_of(IDLE, key="k"), [None, [3, 6], [1, 4, 5, 7]])
+    assert [e[1:4] for e in emitted(o)] == [(0, 10, 3), (10, 20, 1), (20, 30, 1), (30, 40, 1), (40, 50, 1)]
+    assert late_rows(o) == [("1", 8.0, 0, 10, 31)]
+    assert (o.summary["on_time"], o.summary["too_late"]) == (7, 1)
+
+
+def test_undeclared_partition_is_judged_by_the_partitions_already_seen(spark):
+    """Without declared partitions, a partition discovered late joins the min, but W never regresses."""
+    rows = rows_of("""
+    p  t
+    0  20     # only p0 known: W -> 18
+    1  5      # p1 discovered behind W: too late
+    1  19     # p1 now holds W: min(18, 17) -> W stays 18, no regression
+    """)
+    o = run_scenario(spark, base_config(watermark={"max_out_of_orderness": "2s"}), rows, drain=False)
+    assert late_rows(o) == [("1", 5.0, 0, 10, 18)]
+    assert o.summary["final_watermark_us"] == 18_000_000
+
+
+def test_declared_partitions_hold_the_watermark_until_all_reported(spark):
+    cfg = base_config(watermark={"partitions": ["0", "1"]})
+    rows = rows_of("""
+    p  t
+    0  1
+    0  50     # p1 has not reported: W undefined, nothing fires
+    1  49     # now W = min(50, 49) = 49: [0,10) fires
+    """)
+    o = run_scenario(spark, cfg, rows, cuts=[2], drain=False)
+    assert o.reports[0].windows_fired == 0 and o.reports[0].watermark_us < 0
+    assert emitted(o) == [("a", 0, 10, 1, "final", 0)]
+    assert o.summary["final_watermark_us"] == 49_000_000
+
+
+def test_drain_fires_everything_and_is_idempotent(spark):
+    rows = rows_of("""
+    p  t
+    0  1
+    0  15
+    """)
+    o = run_scenario(spark, base_config(), rows)
+    assert emitted(o) == [("a", 0, 10, 1, "final", 0), ("a", 10, 20, 1, "final", 0)]
+    assert o.summary["final_watermark"] == "+inf" and o.summary["open_windows"] == 0
+    drained_rows = o.results[o.results["window_start"].astype("int64") == 10 * 10**9]
+    assert drained_rows["watermark"].isna().all()  # fired by the drain (W = +inf)
+
+
+def test_bad_rows_go_to_dead_letter_and_the_run_goes_on(spark):
+    rows = rows_of("""
+    p  t   amount
+    0  1   1
+    0  12  2
+    """)
+    bad = [
+        "this is not json",
+        '{"partition": "0", "key": "a", "amount": 1}',
+        '{"partition": "0", "event_time": "yesterday", "key": "a", "amount": 1}',
+        '{"event_time": 3, "key": "a", "amount": 1}',
+        '{"partition": "0", "event_time": 4, "key": "a", "amount": "lots"}',
+    ]
+    clean = run_scenario(spark, base_config(), rows)
+    o = run_scenario(spark, base_config(), rows, raw_lines={0: bad})
+    assert o.emissions() == clean.emissions()
+    reasons = sorted(o.dead_letter["reason"])
+    assert len(reasons) == 5
+    assert "malformed record" in reasons  # not JSON at all
+    assert "malformed record: wrong type for amount" in reasons  # "lots" where a number goes
+    assert "malformed record: wrong type for event_time" in reasons  # "yesterday" (schema: DOUBLE)
+    assert any(r.startswith("missing event_time") for r in reasons)
+    assert any(r.startswith("missing partition") for r in reasons)
+    assert o.summary["dead_letter"] == 5 and o.summary["rows"] == 7 and o.summary["balanced"]
+    assert "this is not json" in set(o.dead_letter["raw"])
+
+
+def test_clock_skew_is_clipped_so_one_device_cannot_drag_the_watermark(spark):
+    cfg = base_config(source={"arrival_time": "arrival_time"}, watermark={"max_future_skew": "5s"})
+    rows = rows_of("""
+    p  t     a
+    0  1     1
+    0  9999  2    # wrong clock: clamped to its arrival, 2
+    0  3     3    # still on time
+    """)
+    o = run_scenario(spark, cfg, rows, drain=False)
+    assert o.summary["clipped"] == 1 and o.summary["too_late"] == 0
+    assert o.summary["final_watermark_us"] == 3_000_000
+
+
+def test_drop_policy_counts_but_writes_no_late_rows(spark):
+    cfg = base_config(watermark={"max_out_of_orderness": "2s"}, late={"policy": "drop"})
+    o = run_scenario(spark, cfg, rows_of(OUT_OF_ORDER))
+    assert o.summary["too_late"] == 2 and o.late.empty and o.summary["balanced"]
