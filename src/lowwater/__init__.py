@@ -12,7 +12,7 @@ Layout (see docs/design.md):
 """
 
 from lowwater.core.accounting import Accounting
-from lowwater.core.lateness import AllowedLateness, LatePolicy, Lateness, classify
+from lowwater.core.lateness import AllowedLateness, Lateness, LatePolicy, classify
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.core.watermarks import BoundedOutOfOrderness, WatermarkStrategy, clip_future
 from lowwater.core.windows import HoppingWindows, TumblingWindows, Window

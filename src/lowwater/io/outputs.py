@@ -9,8 +9,13 @@ them with ``spark.read.parquet(path)`` (``batch_id`` comes from the directory).
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from lowwater.spark.fs import HadoopFS
 
@@ -31,6 +36,19 @@ class ParquetOutputs:
 
     def write(self, kind: str, step: int, df: DataFrame) -> None:
         df.write.mode("overwrite").parquet(self.path(kind, step))
+
+    def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: StructType) -> None:
+        """A handful of driver-side rows (metrics): plain Parquet when the path is local, else Spark."""
+        target = self.path(kind, step)
+        local = target[len("file:"):] if target.startswith("file:") else target
+        if "://" in local:
+            self.write(kind, step, self.spark.createDataFrame(table.to_pylist(), spark_schema))
+            return
+        d = Path(local)
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+        pq.write_table(table, d / "part-00000.parquet")
 
     def clear(self, kind: str, step: int) -> None:
         """Remove what an earlier attempt of ``step`` may have left (it had output, this one has none)."""

@@ -71,7 +71,11 @@ def make_contribute(
         for pdf in batches:
             if pdf.empty:
                 continue
-            i = np.searchsorted(rids, pdf["_rid"].to_numpy(dtype=np.int64))
+            rid = pdf["_rid"].to_numpy(dtype=np.int64)
+            i = np.minimum(np.searchsorted(rids, rid), max(len(rids) - 1, 0))
+            if len(rids) == 0 or not np.array_equal(rids[i], rid):
+                msg = "row ids differ from the driver's plan: the micro-batch was not re-read identically"
+                raise RuntimeError(msg)
             w, seq = ws[i], seqs[i]
             arrival = pdf["_arrival_us"].to_numpy(dtype=np.int64) if has_arrival else None
             event, _ = clip_future(pdf["_event_us"].to_numpy(dtype=np.int64), arrival, max_future_skew_us)

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -40,7 +39,7 @@ from pyspark.sql.utils import CapturedException
 from lowwater.config import PipelineConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.judge import account, arrival_order, judge
-from lowwater.core.lateness import TOO_LATE_REASON, LatePolicy, Lateness
+from lowwater.core.lateness import TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.io.files import CORRUPT, read_stream, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
@@ -73,6 +72,22 @@ METRICS_SCHEMA = T.StructType([
     T.StructField("open_windows", T.LongType()),
     T.StructField("state_bytes", T.LongType()),
     T.StructField("duration_s", T.DoubleType()),
+])
+
+
+METRICS_ARROW = pa.schema([
+    ("spark_batch", pa.int64()),
+    ("low_watermark", pa.timestamp("us", tz="UTC")),
+    ("partition_watermarks", pa.map_(pa.string(), pa.timestamp("us", tz="UTC"))),
+    ("idle_partitions", pa.list_(pa.string())),
+    ("holding_partition", pa.string()),
+    ("spread_s", pa.float64()),
+    ("watermark_lag_s", pa.float64()),
+    *[(k, pa.int64()) for k in (
+        "rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped", "windows_fired", "revisions",
+        "open_windows", "state_bytes",
+    )],
+    ("duration_s", pa.float64()),
 ])
 
 
@@ -161,8 +176,11 @@ class Engine:
         )
         cache: list[DataFrame] = []
         try:
-            parsed = normalise(df, cfg).withColumn("_rid", F.monotonically_increasing_id()).persist()
-            cache.append(parsed)
+            # Not persisted: re-reading the batch's files is cheaper than caching them,
+            # and the row ids come out the same (same files, same splits); the
+            # executors check every id they look up (contrib) and the step checks
+            # their pair counts against the driver's.
+            parsed = normalise(df, cfg).withColumn("_rid", F.monotonically_increasing_id())
             compact = parsed.select(*self._compact_columns()).toArrow()
             t_collect = time.monotonic()
             plan = self._plan(compact, tracker, prev)
@@ -287,6 +305,15 @@ class Engine:
         if n_on + n_late + n_too_late:
             contrib = self._contributions(parsed, plan, with_payload=side_output).persist()
             cache.append(contrib)
+            # Materialise once and hold the executors to the driver's verdicts: nothing
+            # is lost (or invented) between the two sides of the step.
+            t_c = time.monotonic()
+            got = {r["_kind"]: int(r["pairs"]) for r in contrib.groupBy("_kind").agg(F.sum("_n").alias("pairs")).collect()}
+            seen = (got.get("P", 0), got.get("L", 0), got.get("T", 0))
+            if seen != (n_on, n_late, n_too_late):
+                msg = f"step {step}: executors judged {seen} (on time, late, too late) pairs, the driver {(n_on, n_late, n_too_late)}"
+                raise RuntimeError(msg)
+            log.debug("step %d: contributions %.2fs", step, time.monotonic() - t_c)
         if side_output and contrib is not None:
             p = PAYLOAD
             late_rows = contrib.filter(F.col("_kind") == "T").select(
@@ -317,12 +344,16 @@ class Engine:
                 F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"),
                 F.sum(F.when(F.col("kind") == "revision", 1).otherwise(0)).alias("revisions"),
             )
+            t_r = time.monotonic()
             self.outputs.write("results", step, emitted)
+            log.debug("step %d: results %.2fs", step, time.monotonic() - t_r)
             got = obs.get
             fired, revisions = int(got.get("finals") or 0), int(got.get("revisions") or 0)
         else:
             self.outputs.clear("results", step)
+        t_s = time.monotonic()
         written = self.store.write(step, new_state) if new_state is not None else {}
+        log.debug("step %d: state write %.2fs", step, time.monotonic() - t_s)
         buckets = {
             b: info for b, info in prev.buckets.items() if b not in read and b + grace > w_new
         }
@@ -382,7 +413,7 @@ class Engine:
         row = {
             "spark_batch": report.spark_batch,
             "low_watermark": _ts(w),
-            "partition_watermarks": {s.partition: _ts(s.watermark_us) for s in statuses},
+            "partition_watermarks": [(s.partition, _ts(s.watermark_us)) for s in statuses],
             "idle_partitions": [s.partition for s in statuses if not s.active],
             "holding_partition": holder,
             "spread_s": None if spread is None else spread / 1e6,
@@ -399,7 +430,7 @@ class Engine:
             "state_bytes": report.state_bytes,
             "duration_s": report.duration_s,
         }
-        self.outputs.write("metrics", report.step, self.spark.createDataFrame([row], METRICS_SCHEMA))
+        self.outputs.write_rows("metrics", report.step, pa.Table.from_pylist([row], METRICS_ARROW), METRICS_SCHEMA)
 
     # -- drain and summary -----------------------------------------------------------
 

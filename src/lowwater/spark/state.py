@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -88,6 +90,12 @@ class BucketStateStore:
         self.root = root.rstrip("/")
         self.schema = schema
         self.fs = HadoopFS(spark)
+        self._cache: dict[str, Manifest] = {}
+
+    def _load(self, path: str) -> Manifest:
+        if path not in self._cache:
+            self._cache[path] = Manifest.from_json(self.fs.read_text(path))
+        return self._cache[path]
 
     def _manifests(self) -> list[tuple[int, str]]:
         out = []
@@ -100,7 +108,7 @@ class BucketStateStore:
     def latest(self, before_spark_batch: int | None = None) -> Manifest:
         """The newest committed manifest (of a Spark batch before the given one)."""
         for _, path in reversed(self._manifests()):
-            m = Manifest.from_json(self.fs.read_text(path))
+            m = self._load(path)
             if before_spark_batch is None or m.spark_batch < before_spark_batch:
                 return m
         return Manifest()
@@ -118,18 +126,28 @@ class BucketStateStore:
     def write(self, step: int, df: DataFrame) -> dict[int, tuple[int, int]]:
         """Write ``df`` (with a ``_bucket`` column) as version ``step``; rows and bytes per bucket."""
         target = f"{self.root}/v{step:012d}"
-        df = df.persist()
-        try:
-            counts = {int(r["_bucket"]): int(r["count"]) for r in df.groupBy("_bucket").count().collect()}
-            df.write.mode("overwrite").partitionBy("_bucket").parquet(target)
-        finally:
-            df.unpersist()
+        df.write.mode("overwrite").partitionBy("_bucket").parquet(target)
+        return self._bucket_stats(target)
+
+    def _bucket_stats(self, target: str) -> dict[int, tuple[int, int]]:
+        """Rows and bytes per written bucket, from the Parquet footers (no Spark job when local)."""
+        local = target[len("file:"):] if target.startswith("file:") else target
+        if "://" not in target and Path(local).is_dir():
+            out = {}
+            for d in Path(local).glob("_bucket=*"):
+                files = list(d.glob("*.parquet"))
+                rows = sum(pq.read_metadata(f).num_rows for f in files)
+                out[int(d.name.split("=", 1)[1])] = (rows, sum(f.stat().st_size for f in files))
+            return out
+        counts = self.spark.read.parquet(target).groupBy("_bucket").count().collect()
         sizes = self.fs.sizes_by_child(target)
-        return {b: (n, sizes.get(f"_bucket={b}", 0)) for b, n in counts.items()}
+        return {int(r["_bucket"]): (int(r["count"]), sizes.get(f"_bucket={r['_bucket']}", 0)) for r in counts}
 
     def commit(self, manifest: Manifest) -> None:
         """Atomically publish the manifest, then forget what no recent manifest needs."""
-        self.fs.write_text_atomic(f"{self.root}/manifest-{manifest.step:012d}.json", manifest.to_json())
+        path = f"{self.root}/manifest-{manifest.step:012d}.json"
+        self.fs.write_text_atomic(path, manifest.to_json())
+        self._cache[path] = manifest
         self._collect_garbage()
 
     def _collect_garbage(self) -> None:
@@ -137,12 +155,13 @@ class BucketStateStore:
         keep = manifests[-KEEP_MANIFESTS:]
         live: set[int] = set()
         for _, path in keep:
-            m = Manifest.from_json(self.fs.read_text(path))
+            m = self._load(path)
             live.update(b.version for b in m.buckets.values())
             live.add(m.step)
         oldest_kept = keep[0][0] if keep else 0
         for _, path in manifests[:-KEEP_MANIFESTS]:
             self.fs.delete(path)
+            self._cache.pop(path, None)
         for name in self.fs.list_names(self.root):
             if name.startswith("v") and name[1:].isdigit():
                 v = int(name[1:])
