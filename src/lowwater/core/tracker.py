@@ -36,7 +36,6 @@ class TrackerState:
     start_clock_us: int = NEG_INF
     rows_seen: int = 0
     regressions_ignored: int = 0
-    eligible: list[bool] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -72,7 +71,6 @@ class WatermarkTracker:
             st.partitions.append(partition)
             st.max_event_us.append(NEG_INF)
             st.last_arrival_us.append(NEG_INF)
-            st.eligible.append(False)
             return len(st.partitions) - 1
 
     def partition_indices(self, partitions: np.ndarray) -> np.ndarray:
@@ -135,31 +133,39 @@ class WatermarkTracker:
                 np.vstack([np.array(st.last_arrival_us, np.int64)[None, :], np.where(onehot, arr[:, None], NEG_INF)]),
                 axis=0,
             )
-            # Evaluate before each row at its own arrival, and once after the last row.
-            clocks = np.concatenate([arr, arr[-1:]]) if n else np.array([st.clock_us], np.int64)
+            # State k (after k rows) is evaluated twice: at the arrival of the row just
+            # processed (it is active then) and at the arrival of the next row (when
+            # partitions silent for too long have become idle).
+            prev_clock = st.clock_us if st.clock_us > NEG_INF else (int(arr[0]) if n else NEG_INF)
+            clocks_after = np.concatenate([[prev_clock], arr]) if n else np.array([prev_clock], np.int64)
+            clocks_before = np.concatenate([arr, arr[-1:]]) if n else np.array([prev_clock], np.int64)
             if strat.idle_timeout_us is not None:
                 ref = np.where(last_incl > NEG_INF, last_incl, st.start_clock_us)
-                active = clocks[:, None] - ref <= strat.idle_timeout_us
+                active_after = clocks_after[:, None] - ref <= strat.idle_timeout_us
+                active = clocks_before[:, None] - ref <= strat.idle_timeout_us
             else:
-                active = np.ones_like(seen)
+                active_after = active = np.ones_like(seen)
         else:
             last_incl = None
-            active = np.ones_like(seen)
+            active_after = active = np.ones_like(seen)
+        eligible_after = active_after & seen
+        blocked_after = (active_after & ~seen & declared[None, :]).any(axis=1)
+        running_after, _ = combine_low_watermark(part_wm, eligible_after, blocked_after, st.watermark_us)
         eligible = active & seen
         blocked = (active & ~seen & declared[None, :]).any(axis=1)
         running, cand = combine_low_watermark(part_wm, eligible, blocked, st.watermark_us)
-        # Count rejoins behind W: a partition becomes eligible again with W_p < W.
-        prev_elig = np.vstack([np.array(st.eligible, bool)[None, :], eligible[:-1]])
-        prev_w = np.concatenate([[st.watermark_us], running[:-1]])
-        rejoin = eligible & ~prev_elig & (part_wm < prev_w[:, None]) & (prev_w[:, None] > NEG_INF)
-        st.regressions_ignored += int(rejoin[:, :].sum())
+        running = np.maximum(running, running_after)
+        # A row that brings its partition (back) into the min behind W proposes a lower
+        # watermark: ignored (W is monotone), and counted.
+        rows = np.arange(n)
+        behind = ~eligible[rows, idx] & (part_wm[rows + 1, idx] < running[:n]) & (running[:n] > NEG_INF)
+        st.regressions_ignored += int(behind.sum())
         # Carry the state after the last row.
         st.max_event_us = [int(x) for x in max_incl[-1]]
         if last_incl is not None:
             st.last_arrival_us = [int(x) for x in last_incl[-1]]
             if n:
                 st.clock_us = max(st.clock_us, int(arr[-1]))
-        st.eligible = [bool(x) for x in eligible[-1]]
         st.watermark_us = int(running[-1])
         return running[:n]
 

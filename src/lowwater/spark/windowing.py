@@ -99,8 +99,8 @@ class StateLayout:
             }[a.func]
             out.append(expr.cast("long" if a.func == "count" else "double").alias(a.name))
         wm = F.timestamp_micros(F.lit(watermark_us)) if watermark_us is not None else F.lit(None).cast("timestamp")
-        out += [F.lit(kind).alias("kind"), revision.cast("long").alias("revision"),
-                wm.alias("watermark"), F.lit(step).cast("long").alias("batch_id")]
+        # batch_id is not a data column: it is the output directory (``batch_id=<step>``).
+        out += [F.lit(kind).alias("kind"), revision.cast("long").alias("revision"), wm.alias("watermark")]
         return df.select(*out)
 
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Create .venv (Python 3.11) and install lowwater with its pinned dependencies.
+# Idempotent: a second run only checks. Needs Java 17 for Spark (installed with
+# apt-get when missing and we are root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PY=$cand; break
+    fi
+  done
+fi
+if [ -z "$PY" ]; then
+  echo "error: lowwater needs Python 3.11 (set PYTHON=/path/to/python3.11)" >&2
+  exit 2
+fi
+
+if ! command -v java >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Java not found: installing openjdk-17-jre-headless" >&2
+    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  else
+    echo "error: Spark needs Java 17 on PATH (e.g. apt-get install openjdk-17-jre-headless)" >&2
+    exit 2
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.lowwater-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  touch "$stamp"
+fi

@@ -1,0 +1,105 @@
+"""Configuration: the issue's example works as written; every error names its key."""
+
+from __future__ import annotations
+
+import pytest
+
+from lowwater.config import ConfigError, load_config, parse_override
+from lowwater.time import to_duration_us
+
+EXAMPLE = """
+[source]
+format = "jsonl"              # jsonl | csv | parquet
+path = "landing/payments"     # a directory; files are read in name order
+partition = "partition"       # column with the source partition
+offset = "offset"             # optional: order within a partition
+arrival_time = "arrival_time" # optional
+event_time = "event_time"
+time_unit = "s"               # for numeric time columns: s | ms | us
+max_files_per_batch = 1
+
+[watermark]
+max_out_of_orderness = "3s"
+idle_timeout = "1m"           # optional
+partitions = [0, 1, 2, 3]     # optional: declared partitions
+
+[window]
+type = "tumbling"             # tumbling | hopping (with slide = "5s")
+size = "10s"
+allowed_lateness = "0s"
+key = ["key"]                 # optional: no key = one global group
+aggregations = { total = "sum(amount)", biggest = "max(amount)" }   # count is always there, as `count`
+
+[late]
+policy = "side_output"        # drop | side_output
+
+[output]
+path = "out"                  # checkpoint under it unless `checkpoint` is given
+
+[spark]
+master = "local[*]"           # and [spark.conf] for any spark.* setting
+"""
+
+
+def write(tmp_path, text):
+    p = tmp_path / "p.toml"
+    p.write_text(text)
+    return p
+
+
+def test_the_issue_example_parses(tmp_path):
+    cfg = load_config(write(tmp_path, EXAMPLE))
+    assert cfg.source.path == str(tmp_path / "landing/payments")
+    assert cfg.watermark.max_out_of_orderness_us == 3_000_000
+    assert cfg.watermark.idle_timeout_us == 60_000_000
+    assert cfg.watermark.declared_partitions == ("0", "1", "2", "3")
+    assert cfg.window.size_us == 10_000_000 and cfg.window.key == ("key",)
+    assert [a.name for a in cfg.window.aggregations] == ["total", "biggest"]
+    assert cfg.output.checkpoint == str(tmp_path / "out") + "/_checkpoint"
+
+
+def test_overrides(tmp_path):
+    cfg = load_config(write(tmp_path, EXAMPLE), ["spark.master=local[2]", "window.size=\"1m\""])
+    assert cfg.spark.master == "local[2]" and cfg.window.size_us == 60_000_000
+    assert parse_override("a.b=3") == (["a", "b"], 3)
+
+
+def test_spark_conf_dotted_keys(tmp_path):
+    cfg = load_config(write(tmp_path, EXAMPLE + "\n[spark.conf]\nspark.sql.shuffle.partitions = 8\n"))
+    assert cfg.spark.conf == {"spark.sql.shuffle.partitions": "8"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("[late]", "[late]\ncolour = 1"), "unknown key late.colour"),
+        (('max_out_of_orderness = "3s"', 'max_out_of_orderness = "3 parsecs"'), "watermark.max_out_of_orderness"),
+        (('format = "jsonl"', 'format = "xml"'), "source.format"),
+        (('type = "tumbling"', 'type = "hopping"'), "window.slide is required"),
+        (('policy = "side_output"', 'policy = "keep"'), "late.policy"),
+        (('total = "sum(amount)"', 'total = "median(amount)"'), "window.aggregations.total"),
+        (("[spark]", "[sparks]"), "unknown section [sparks]"),
+        (('arrival_time = "arrival_time" # optional', ""), "watermark.idle_timeout: needs source.arrival_time"),
+    ],
+)
+def test_errors_name_the_key(tmp_path, change, message):
+    old, new = change
+    assert old in EXAMPLE
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_config(write(tmp_path, EXAMPLE.replace(old, new, 1)))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize(("text", "us"), [("10s", 10_000_000), ("250ms", 250_000), ("5m", 300_000_000), ("1h", 3_600_000_000), ("1.5s", 1_500_000), (2, 2_000_000)])
+def test_durations(text, us):
+    assert to_duration_us(text) == us
+
+
+@pytest.mark.parametrize("bad", ["10", "ten seconds", "-1s", "1y"])
+def test_bad_durations(bad):
+    with pytest.raises(ValueError):
+        to_duration_us(bad)

@@ -1,0 +1,126 @@
+"""``lowwater run`` as a user runs it: a real streaming query in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.spark
+
+CONFIG = """
+[source]
+format = "{fmt}"
+path = "landing"
+partition = "partition"
+offset = "offset"
+arrival_time = "arrival_time"
+event_time = "event_time"
+time_unit = "ms"
+max_files_per_batch = 1
+
+[watermark]
+max_out_of_orderness = "2s"
+idle_timeout = "1m"
+partitions = [0, 1]
+
+[window]
+type = "tumbling"
+size = "10s"
+allowed_lateness = "5s"
+key = ["key"]
+aggregations = {{ total = "sum(amount)", biggest = "max(amount)" }}
+
+[late]
+policy = "side_output"
+
+[output]
+path = "out"
+
+[spark]
+master = "local[2]"
+shuffle_partitions = 2
+"""
+
+ROWS = [
+    # partition, offset, event ms, arrival ms, key, amount
+    (0, 0, 1_000, 1_100, "a", 1.0),
+    (1, 0, 2_000, 2_100, "a", 2.0),
+    (0, 1, 13_000, 13_100, "b", 3.0),
+    (1, 1, 14_000, 14_100, "a", 4.0),  # W -> 11s: [0,10) fires
+    (0, 2, 7_000, 15_000, "a", 5.0),  # late update (10 + 5 > 11)
+    (1, 2, 30_000, 30_100, "a", 6.0),
+    (0, 3, 31_000, 31_100, "b", 7.0),  # W -> 28s
+    (1, 3, 3_000, 32_000, "a", 8.0),  # too late (10 + 5 <= 28)
+]
+
+
+def run_cli(args: list[str], cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    return subprocess.run(
+        [sys.executable, "-m", "lowwater.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def land(tmp_path: Path, fmt: str) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    cols = ["partition", "offset", "event_time", "arrival_time", "key", "amount"]
+    for i, chunk in enumerate((ROWS[:4], ROWS[4:])):
+        df = pd.DataFrame(chunk, columns=cols)
+        path = landing / f"part-{i:03d}.{'jsonl' if fmt == 'jsonl' else fmt}"
+        if fmt == "jsonl":
+            df.to_json(path, orient="records", lines=True)
+        elif fmt == "csv":
+            df.to_csv(path, index=False)
+        else:
+            df.to_parquet(path, index=False)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    (tmp_path / "pipeline.toml").write_text(CONFIG.format(fmt=fmt))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_run_once_drain_end_to_end(tmp_path, fmt):
+    land(tmp_path, fmt)
+    proc = run_cli(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["rows"], summary["on_time"], summary["late_updates"], summary["too_late"]) == (8, 6, 1, 1)
+    assert summary["balanced"] and summary["drained"]
+    results = pd.read_parquet(tmp_path / "out" / "results")
+    rev = results[results["kind"] == "revision"]
+    assert len(rev) == 1 and rev.iloc[0]["count"] == 3 and rev.iloc[0]["total"] == 8.0
+    late = pd.read_parquet(tmp_path / "out" / "late")
+    assert late["amount"].tolist() == [8.0] and late["reason"].str.startswith("too late").all()
+    metrics = pd.read_parquet(tmp_path / "out" / "metrics")
+    assert metrics["rows"].sum() == 8 and set(metrics["batch_id"].astype(int)) == {0, 1, 2}
+    assert "rows" in proc.stdout  # the summary table
+
+    # A second run with nothing new is a no-op: same results, nothing doubled.
+    again = run_cli(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(pd.read_parquet(tmp_path / "out" / "results")) == len(results)
+
+
+def test_bad_configuration_is_one_line_and_exit_2(tmp_path):
+    land(tmp_path, "jsonl")
+    cfg = tmp_path / "pipeline.toml"
+    cfg.write_text(cfg.read_text().replace('max_out_of_orderness = "2s"', 'max_out_of_orderness = "2 fortnights"'))
+    proc = run_cli(["run", "pipeline.toml", "--once"], tmp_path, timeout=60)
+    assert proc.returncode == 2
+    assert "watermark.max_out_of_orderness" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_missing_column_is_one_line_and_exit_2(tmp_path):
+    land(tmp_path, "jsonl")
+    proc = run_cli(["run", "pipeline.toml", "--once", "--set", 'source.event_time="when"'], tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    err = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "source.event_time" in err[0] and "'when'" in err[0]
+    assert "Traceback" not in proc.stderr and "at org.apache" not in proc.stderr
