@@ -41,7 +41,7 @@ from lowwater.core.accounting import Accounting
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.core.tracker import TrackerState, WatermarkTracker
-from lowwater.io.files import CORRUPT, read_stream, resolve_schema
+from lowwater.io.files import CORRUPT, PARSE_CONF, read_stream, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
 from lowwater.spark.parse import normalise
@@ -117,6 +117,8 @@ class Engine:
     def __init__(self, cfg: PipelineConfig, spark: SparkSession) -> None:
         self.cfg = cfg
         self.spark = spark
+        for k, v in PARSE_CONF.items():
+            spark.conf.set(k, v)
         self.lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
         self.schema = resolve_schema(spark, cfg, self.lw_dir)
         types = {f.name: f.dataType for f in self.schema.fields}

@@ -1,0 +1,1 @@
+"""Test helpers shipped with lowwater: the scenario runner (and cluster fixture)."""
