@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
                 "events_per_s": round(results[name]),
             }), flush=True)
         if len(results) == 2:
-            print(json.dumps({"case": "tumbling/ratio", "lowwater_over_native": round(results["lowwater"] / results["native"], 3)}))
+            ratio = round(results["lowwater"] / results["native"], 3)
+            print(json.dumps({"case": "tumbling/ratio", "lowwater_over_native": ratio}))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

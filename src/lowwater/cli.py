@@ -51,7 +51,8 @@ def run(
     config: Annotated[Path, typer.Argument(help="Pipeline configuration (TOML).")],
     once: Annotated[bool, typer.Option("--once", help="Process what is available, then stop.")] = False,
     drain: Annotated[
-        bool, typer.Option("--drain", help="At the end of bounded input, W = +inf: fire every open window (implies --once).")
+        bool,
+        typer.Option("--drain", help="At the end of bounded input, W = +inf: fire every open window (implies --once)."),
     ] = False,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a key: section.key=value (repeatable).")

@@ -352,7 +352,9 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         msg = "output.path is required"
         raise ConfigError(msg)
     out_path = _resolve(base, _str("output", "path", o["path"]))
-    ckpt = _resolve(base, _str("output", "checkpoint", o["checkpoint"])) if "checkpoint" in o else f"{out_path}/_checkpoint"
+    ckpt = f"{out_path}/_checkpoint"
+    if "checkpoint" in o:
+        ckpt = _resolve(base, _str("output", "checkpoint", o["checkpoint"]))
     output = OutputConfig(out_path, ckpt)
 
     sp = data.get("spark", {})

@@ -94,7 +94,17 @@ def test_missing_file(tmp_path):
         load_config(tmp_path / "nope.toml")
 
 
-@pytest.mark.parametrize(("text", "us"), [("10s", 10_000_000), ("250ms", 250_000), ("5m", 300_000_000), ("1h", 3_600_000_000), ("1.5s", 1_500_000), (2, 2_000_000)])
+@pytest.mark.parametrize(
+    ("text", "us"),
+    [
+        ("10s", 10_000_000),
+        ("250ms", 250_000),
+        ("5m", 300_000_000),
+        ("1h", 3_600_000_000),
+        ("1.5s", 1_500_000),
+        (2, 2_000_000),
+    ],
+)
 def test_durations(text, us):
     assert to_duration_us(text) == us
 

@@ -29,7 +29,9 @@ def random_logs(draw):
         }
         for i, (p, a, d) in enumerate(zip(parts, arrivals, delays, strict=True))
     ]
-    window = draw(st.sampled_from([{"type": "tumbling", "size": "10s"}, {"type": "hopping", "size": "10s", "slide": "5s"}]))
+    window = draw(
+        st.sampled_from([{"type": "tumbling", "size": "10s"}, {"type": "hopping", "size": "10s", "slide": "5s"}])
+    )
     window["allowed_lateness"] = draw(st.sampled_from(["0s", "4s", "15s"]))
     watermark = {"max_out_of_orderness": draw(st.sampled_from(["0s", "2s", "5s"]))}
     if draw(st.booleans()):
@@ -43,7 +45,9 @@ def random_logs(draw):
     return cfg, rows, cuts
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(case=random_logs())
 def test_random_cuts_give_identical_results(spark, case):
     cfg, rows, cuts = case

@@ -317,9 +317,9 @@ def test_restart_resumes_from_the_checkpoint(spark, tmp_path):
     whole = run_scenario(spark, cfg_dict, rows, cuts=[3, 4])
     import pandas as pd
 
-    got = pd.read_parquet(tmp_path / "out" / "results")
-    got = sorted(zip(got["key"], got["window_start"].astype("int64"), got["count"], got["kind"], got["revision"], strict=True))
-    want = whole.results
-    want = sorted(zip(want["key"], want["window_start"].astype("int64"), want["count"], want["kind"], want["revision"], strict=True))
-    assert got == want
+    def table_of(r):
+        cols = [r["key"], r["window_start"].astype("int64"), r["count"], r["kind"], r["revision"]]
+        return sorted(zip(*cols, strict=True))
+
+    assert table_of(pd.read_parquet(tmp_path / "out" / "results")) == table_of(whole.results)
     assert resumed.summary(final)["too_late"] == whole.summary["too_late"] == 1

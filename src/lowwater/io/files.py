@@ -80,7 +80,8 @@ def resolve_schema(spark: SparkSession, cfg: PipelineConfig, state_dir: str | No
     }
     for col in cfg.required_columns:
         if col not in names:
-            msg = f"{roles.get(col, 'config')}: column {col!r} not found in the input (columns: {', '.join(sorted(names))})"
+            known = ", ".join(sorted(names))
+            msg = f"{roles.get(col, 'config')}: column {col!r} not found in the input (columns: {known})"
             raise ConfigError(msg)
     if saved is not None and not saved.exists():
         saved.parent.mkdir(parents=True, exist_ok=True)
@@ -107,9 +108,8 @@ def _load(reader, src: SourceConfig, schema: StructType, streaming: bool, path: 
         df = reader.load(path or src.path)
         df = df.filter(F.trim(df["value"]) != "")  # a blank line is not a row
         parsed = F.from_json(df["value"], full, _reader_options(src))
-        return df.select(
-            parsed.alias("_j"), df["_metadata.file_path"].alias("_file"), df["_metadata.file_block_start"].alias("_block")
-        ).select("_j.*", "_file", "_block")
+        meta = [df["_metadata.file_path"].alias("_file"), df["_metadata.file_block_start"].alias("_block")]
+        return df.select(parsed.alias("_j"), *meta).select("_j.*", "_file", "_block")
     reader = reader.format(_READER[src.format]).schema(full)
     for k, v in _reader_options(src).items():
         reader = reader.option(k, v)

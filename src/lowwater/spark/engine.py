@@ -170,7 +170,7 @@ class Engine:
     def process_batch(self, df: DataFrame, spark_batch: int) -> StepReport:
         """Process one micro-batch as one step (idempotent per Spark batch id)."""
         t0 = time.monotonic()
-        cfg, src = self.cfg, self.cfg.source
+        cfg = self.cfg
         prev = self.store.latest(before_spark_batch=spark_batch)
         step = prev.step + 1
         tracker = WatermarkTracker(
@@ -219,7 +219,7 @@ class Engine:
 
     def _plan(self, compact: pa.Table, tracker: WatermarkTracker, prev: Manifest) -> dict:
         """Driver side: arrival order, ``W(r)``, verdicts, accounting, buckets to touch."""
-        src, grace = self.cfg.source, self.cfg.window.allowed_lateness_us
+        grace = self.cfg.window.allowed_lateness_us
         dead_mask = pc.is_valid(compact.column("_dead")).to_numpy(zero_copy_only=False)
         valid = compact.filter(pc.invert(pc.is_valid(compact.column("_dead"))))
         n = valid.num_rows
@@ -310,10 +310,12 @@ class Engine:
             # Materialise once and hold the executors to the driver's verdicts: nothing
             # is lost (or invented) between the two sides of the step.
             t_c = time.monotonic()
-            got = {r["_kind"]: int(r["pairs"]) for r in contrib.groupBy("_kind").agg(F.sum("_n").alias("pairs")).collect()}
+            counted = contrib.groupBy("_kind").agg(F.sum("_n").alias("pairs")).collect()
+            got = {r["_kind"]: int(r["pairs"]) for r in counted}
             seen = (got.get("P", 0), got.get("L", 0), got.get("T", 0))
             if seen != (n_on, n_late, n_too_late):
-                msg = f"step {step}: executors judged {seen} (on time, late, too late) pairs, the driver {(n_on, n_late, n_too_late)}"
+                expected = (n_on, n_late, n_too_late)
+                msg = f"step {step}: executors judged {seen} (on time, late, too late) pairs, the driver {expected}"
                 raise RuntimeError(msg)
             log.debug("step %d: contributions %.2fs", step, time.monotonic() - t_c)
         if side_output and contrib is not None:
