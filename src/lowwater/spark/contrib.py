@@ -1,16 +1,17 @@
 """Executor side of a step: verdicts per (row, window), folded into partials.
 
-Each task receives its rows with their row id, looks up ``W(r)`` and the
-arrival sequence number in the broadcast from the driver, assigns windows and
-classifies with the same core functions the driver used, and emits one frame:
+Each task receives its rows (Arrow record batches, ``mapInArrow``) with their
+row id, looks up ``W(r)`` and the arrival sequence number in the broadcast from
+the driver, assigns windows and classifies with the same core functions the
+driver used, and emits one frame:
 
 * ``_kind = "P"``: on-time partial aggregates per (key, window) of this task;
 * ``_kind = "L"``: one partial per late-update pair, with its ``_seq``;
 * ``_kind = "T"``: one row per too-late pair, carrying the whole input row
   (``_in_<column>``) for the late output.
 
-Aggregating inside the task keeps what crosses back from Python to the JVM
-proportional to (keys x windows), not to rows.
+Aggregating inside the task (Arrow's hash aggregation, no pandas) keeps what
+crosses back to the JVM proportional to (keys x windows), not to rows.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.core.lateness import Lateness, classify
 from lowwater.core.watermarks import clip_future
@@ -30,7 +33,7 @@ PAYLOAD = "_in_"
 
 
 def contrib_schema(layout: StateLayout, payload: list[T.StructField] | None) -> T.StructType:
-    """Schema of the frame :func:`make_contribute` yields."""
+    """Schema of the frames :func:`make_contribute` yields."""
     state = layout.schema()
     fields = [f for f in state.fields if f.name not in ("_fired", "_rev")]
     fields += [
@@ -42,6 +45,15 @@ def contrib_schema(layout: StateLayout, payload: list[T.StructField] | None) -> 
     return T.StructType(fields)
 
 
+def _as_double(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A value column as float64 (numeric strings accepted; anything else is NaN)."""
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        import pandas as pd
+
+        return pd.to_numeric(pd.Series(col.to_pylist(), dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    return pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+
+
 def make_contribute(
     layout: StateLayout,
     assigner: WindowAssigner,
@@ -50,77 +62,86 @@ def make_contribute(
     lookup,  # noqa: ANN001 - a Spark Broadcast of (rids, watermarks, seqs), sorted by rid
     payload: list[str] | None,
     has_arrival: bool,
-) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """Build the ``mapInPandas`` function (a closure that pickles to the executors)."""
+    out_schema: T.StructType,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Build the ``mapInArrow`` function (a closure that pickles to the executors)."""
     keys = list(layout.keys)
     values = list(layout.values)
-    cols = [c.name for c in contrib_schema(layout, None).fields]
     group_cols = [*keys, "window_start", "window_end"]
-    payload_cols = [PAYLOAD + c for c in payload or []]
+    arrow_schema = to_arrow_schema(out_schema)
 
-    def shaped(frame: pd.DataFrame) -> pd.DataFrame:
-        out = frame.reindex(columns=cols)
-        for c in payload_cols:
-            # Rows without a payload carry nulls (object dtype: Arrow casts them to any type).
-            out[c] = frame[c].to_numpy() if c in frame.columns else None
-        return out
+    def shaped(columns: dict[str, pa.Array], n: int) -> pa.RecordBatch:
+        arrays = []
+        for field in arrow_schema:
+            a = columns.get(field.name)
+            arrays.append(pa.nulls(n, field.type) if a is None else a.cast(field.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
-    def contribute(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rids, ws, seqs = lookup.value
-        on_frames, other = [], []
-        for pdf in batches:
-            if pdf.empty:
+        on_tables: list[pa.Table] = []
+        other: list[pa.RecordBatch] = []
+        for b in batches:
+            if b.num_rows == 0:
                 continue
-            rid = pdf["_rid"].to_numpy(dtype=np.int64)
+            rid = b.column("_rid").to_numpy()
             i = np.minimum(np.searchsorted(rids, rid), max(len(rids) - 1, 0))
             if len(rids) == 0 or not np.array_equal(rids[i], rid):
                 msg = "row ids differ from the driver's plan: the micro-batch was not re-read identically"
                 raise RuntimeError(msg)
             w, seq = ws[i], seqs[i]
-            arrival = pdf["_arrival_us"].to_numpy(dtype=np.int64) if has_arrival else None
-            event, _ = clip_future(pdf["_event_us"].to_numpy(dtype=np.int64), arrival, max_future_skew_us)
+            arrival = b.column("_arrival_us").to_numpy() if has_arrival else None
+            event, _ = clip_future(b.column("_event_us").to_numpy(), arrival, max_future_skew_us)
             pairs = assigner.assign(event)
             verdict = classify(pairs.end, w[pairs.row], grace_us)
-            frame = pdf[keys].iloc[pairs.row].reset_index(drop=True)
-            frame["window_start"] = pairs.start
-            frame["window_end"] = pairs.end
+            take = pa.array(pairs.row)
+            cols: dict[str, pa.Array] = {k: b.column(k).take(take) for k in keys}
+            cols["window_start"] = pa.array(pairs.start)
+            cols["window_end"] = pa.array(pairs.end)
             for j, v in enumerate(values):
-                x = pd.to_numeric(pdf[v], errors="coerce").to_numpy(dtype=np.float64)[pairs.row]
-                frame[f"_s{j}"] = x
-                frame[f"_mn{j}"] = x
-                frame[f"_mx{j}"] = x
-                frame[f"_nn{j}"] = (~np.isnan(x)).astype(np.int64)
-            frame["_n"] = np.int64(1)
-            frame["_seq"] = seq[pairs.row]
-            frame["_w"] = w[pairs.row]
+                x = _as_double(b.column(v))[pairs.row]
+                cols[f"_s{j}"] = pa.array(x, from_pandas=True)  # NaN -> null
             on = verdict == Lateness.ON_TIME
-            on_frames.append(frame[on])
-            late = frame[verdict == Lateness.LATE_UPDATE].assign(_kind="L")
-            if len(late):
-                other.append(late)
-            too = verdict == Lateness.TOO_LATE
-            if too.any():
-                t = frame[too].assign(_kind="T")
-                if payload:
-                    src = pdf[payload].iloc[pairs.row[too]].reset_index(drop=True)
-                    src.columns = [PAYLOAD + c for c in payload]
-                    t = pd.concat([t.reset_index(drop=True), src], axis=1)
-                other.append(t)
-        if on_frames:
-            allon = pd.concat(on_frames, ignore_index=True)
-            if len(allon):
-                agg = {"_n": "sum"}
+            if on.any():
+                mask = pa.array(on)
+                on_tables.append(pa.table({k: a.filter(mask) for k, a in cols.items()}))
+            for kind, code in (("L", Lateness.LATE_UPDATE), ("T", Lateness.TOO_LATE)):
+                sel = np.flatnonzero(verdict == code)
+                if not len(sel):
+                    continue
+                idx = pa.array(sel)
+                part = {k: a.take(idx) for k, a in cols.items()}
                 for j in range(len(values)):
-                    agg.update({f"_s{j}": "sum", f"_mn{j}": "min", f"_mx{j}": "max", f"_nn{j}": "sum"})
-                g = allon.groupby(group_cols, dropna=False, sort=False).agg(agg).reset_index()
-                for j in range(len(values)):
-                    # A window whose values are all null has a null sum, not 0.
-                    g.loc[g[f"_nn{j}"] == 0, f"_s{j}"] = np.nan
-                g["_kind"] = "P"
-                g["_seq"] = np.int64(0)
-                g["_w"] = np.int64(0)
-                yield shaped(g)
-        for o in other:
-            yield shaped(o)
+                    s = part[f"_s{j}"]
+                    part[f"_mn{j}"] = s
+                    part[f"_mx{j}"] = s
+                    part[f"_nn{j}"] = pc.cast(pc.is_valid(s), pa.int64())
+                part["_n"] = pa.array(np.ones(len(sel), dtype=np.int64))
+                part["_kind"] = pa.array([kind] * len(sel), pa.string())
+                part["_seq"] = pa.array(seq[pairs.row[sel]])
+                part["_w"] = pa.array(w[pairs.row[sel]])
+                if kind == "T" and payload:
+                    rows = pa.array(pairs.row[sel])
+                    for c in payload:
+                        part[PAYLOAD + c] = b.column(c).take(rows)
+                other.append(shaped(part, len(sel)))
+        if on_tables:
+            allon = pa.concat_tables(on_tables)
+            aggs: list[tuple] = [([], "count_all")]
+            for j in range(len(values)):
+                aggs += [(f"_s{j}", "sum"), (f"_s{j}", "min"), (f"_s{j}", "max"), (f"_s{j}", "count")]
+            g = allon.group_by(group_cols, use_threads=False).aggregate(aggs)
+            out: dict[str, pa.Array] = {c: g.column(c).combine_chunks() for c in group_cols}
+            out["_n"] = g.column("count_all").combine_chunks()
+            for j in range(len(values)):
+                out[f"_s{j}"] = g.column(f"_s{j}_sum").combine_chunks()
+                out[f"_mn{j}"] = g.column(f"_s{j}_min").combine_chunks()
+                out[f"_mx{j}"] = g.column(f"_s{j}_max").combine_chunks()
+                out[f"_nn{j}"] = g.column(f"_s{j}_count").combine_chunks()
+            out["_kind"] = pa.array(["P"] * g.num_rows, pa.string())
+            out["_seq"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
+            out["_w"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
+            yield shaped(out, g.num_rows)
+        yield from other
 
     return contribute

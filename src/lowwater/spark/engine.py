@@ -272,10 +272,13 @@ class Engine:
         names = self.schema.fieldNames()
         need = list(dict.fromkeys([*self.layout.keys, *self.layout.values]))
         payload = [*names, "_file"] if with_payload else None
+        clip = bool(src.arrival_time) and self.cfg.watermark.max_future_skew_us is not None
         cols = list(dict.fromkeys([*need, *(payload or []), "_event_us", "_rid"]))
-        if src.arrival_time:
-            cols.append("_arrival_us")
+        if clip:
+            cols.append("_arrival_us")  # only clipping needs the arrival clock on the executors
         valid = parsed.filter(F.col("_dead").isNull()).select(*cols)
+        fields = {f.name: f for f in parsed.schema.fields}
+        schema = contrib_schema(self.layout, [fields[c] for c in payload] if payload else None)
         fn = make_contribute(
             self.layout,
             self.assigner,
@@ -283,11 +286,10 @@ class Engine:
             self.cfg.watermark.max_future_skew_us,
             self.spark.sparkContext.broadcast(plan["lookup"]),
             payload,
-            bool(src.arrival_time),
+            clip,
+            schema,
         )
-        fields = {f.name: f for f in parsed.schema.fields}
-        schema = contrib_schema(self.layout, [fields[c] for c in payload] if payload else None)
-        return valid.mapInPandas(fn, schema)
+        return valid.mapInArrow(fn, schema)
 
     def _fold(
         self,

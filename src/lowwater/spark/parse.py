@@ -94,7 +94,9 @@ def normalise(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
         checks.append((arrival_us.isNull(), f"unparseable arrival_time ({src.arrival_time})"))
     offset: Column = F.lit(None).cast("long")
     if src.offset:
-        offset = F.col(src.offset).cast("string").try_cast("long")
+        off_type = types[src.offset]
+        raw_offset = F.col(src.offset)
+        offset = raw_offset.cast("long") if isinstance(off_type, _INTEGRAL) else raw_offset.cast("string").try_cast("long")
         checks.append((offset.isNull(), f"missing or non-integer offset ({src.offset})"))
     for c in cfg.window.value_columns:
         if not isinstance(types[c], _NUMERIC):
