@@ -108,6 +108,169 @@ def demo(
         raise _fail(str(e)) from None
 
 
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def _replay_config(
+    input_path: str,
+    config: Path | None,
+    fmt: str | None,
+    event_time: str | None,
+    arrival_time: str | None,
+    partition: str | None,
+    offset: str | None,
+    key: str | None,
+    time_unit: str | None,
+    window: str | None,
+    slide: str | None,
+    idle_timeout: str | None,
+    partitions: str | None,
+):  # noqa: ANN202
+    """A pipeline configuration for the replay: ``--config`` first, flags override."""
+    import tomllib
+
+    from lowwater.config import parse_config
+
+    data: dict = {}
+    base = Path.cwd()
+    if config is not None:
+        try:
+            data = tomllib.loads(config.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"--config {config}: {e}") from None
+        base = config.resolve().parent
+    src = data.setdefault("source", {})
+    src["path"] = str(Path(input_path).resolve())
+    for k, v in (("format", fmt), ("event_time", event_time), ("arrival_time", arrival_time),
+                 ("partition", partition), ("offset", offset), ("time_unit", time_unit)):
+        if v is not None:
+            src[k] = v
+    src.setdefault("format", "jsonl")
+    if "event_time" not in src:
+        raise ConfigError("--event-time is required (or --config with source.event_time)")
+    wm = data.setdefault("watermark", {})
+    if idle_timeout is not None:
+        wm["idle_timeout"] = idle_timeout
+    if partitions is not None:
+        wm["partitions"] = _split(partitions)
+    win = data.setdefault("window", {})
+    if window is not None:
+        win["size"] = window
+        win["type"] = "hopping" if slide else "tumbling"
+    if slide is not None:
+        win["slide"] = slide
+        win["type"] = "hopping"
+    win.setdefault("size", "10s")
+    if key is not None:
+        win["key"] = _split(key)
+    win.pop("aggregations", None)
+    data.setdefault("output", {"path": "whatif-unused"})
+    data.pop("late", None)
+    return parse_config(data, base_dir=base)
+
+
+_FMT = typer.Option("--format", help="csv | jsonl | parquet")
+
+
+@app.command()
+def whatif(
+    input_path: Annotated[str, typer.Argument(help="A log: a directory (or file) of csv/jsonl/parquet.")],
+    fmt: Annotated[str | None, _FMT] = None,
+    event_time: Annotated[str | None, typer.Option("--event-time")] = None,
+    arrival_time: Annotated[str | None, typer.Option("--arrival-time")] = None,
+    partition: Annotated[str | None, typer.Option("--partition")] = None,
+    offset: Annotated[str | None, typer.Option("--offset")] = None,
+    key: Annotated[str | None, typer.Option("--key", help="COL[,COL]")] = None,
+    time_unit: Annotated[str | None, typer.Option("--time-unit", help="s | ms | us")] = None,
+    window: Annotated[str | None, typer.Option("--window", help="Window size, e.g. 10s.")] = None,
+    slide: Annotated[str | None, typer.Option("--slide", help="Hopping slide, e.g. 1m.")] = None,
+    lateness: Annotated[str, typer.Option("--lateness", help="Bounds L to try.")] = "0s,2s,5s,10s,20s,40s",
+    allowed_lateness: Annotated[str, typer.Option("--allowed-lateness", help="Graces G to try.")] = "0s",
+    idle_timeout: Annotated[str | None, typer.Option("--idle-timeout")] = None,
+    partitions: Annotated[str | None, typer.Option("--partitions", help="Declared partitions, e.g. 0,1,2.")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Take source/watermark/window from a run config.")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as a JSON list.")] = None,
+    plot_out: Annotated[list[Path] | None, typer.Option("--plot", help="OUT.png or OUT.html (repeatable).")] = None,
+    target_completeness: Annotated[float | None, typer.Option("--target-completeness")] = None,
+    latency_budget: Annotated[str | None, typer.Option("--latency-budget", help="e.g. 12s")] = None,
+    master: Annotated[str, typer.Option(help="Spark master.")] = "local[*]",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Replay a historical log for a grid of lateness bounds L and graces G (a Spark batch job)."""
+    _setup_logging(not quiet)
+    from lowwater.time import to_duration_us
+
+    try:
+        cfg = _replay_config(input_path, config, fmt, event_time, arrival_time, partition, offset, key,
+                             time_unit, window, slide, idle_timeout, partitions)
+        bounds = [to_duration_us(x) for x in _split(lateness)]
+        graces = [to_duration_us(x) for x in _split(allowed_lateness)]
+        budget = to_duration_us(latency_budget) / 1e6 if latency_budget else None
+    except ConfigError as e:
+        raise _fail(str(e)) from None
+    except ValueError as e:
+        raise _fail(f"--lateness/--allowed-lateness/--latency-budget: {e}") from None
+    if not bounds or not graces:
+        raise _fail("--lateness and --allowed-lateness need at least one duration")
+    for p in plot_out or []:
+        if p.suffix not in (".png", ".html"):
+            raise _fail(f"--plot {p}: write .png or .html")
+    from lowwater.advisor.whatif import SweepSpec, advise, plot, run_whatif
+    from lowwater.spark.session import get_spark
+
+    try:
+        spark = get_spark(replace_master(cfg.spark, master))
+        results = run_whatif(spark, cfg, SweepSpec(bounds, graces))
+    except ConfigError as e:
+        raise _fail(str(e)) from None
+    from lowwater.report import print_whatif
+
+    print_whatif(out, results)
+    if json_out is not None:
+        json_out.write_text(json.dumps(results, indent=2) + "\n")
+    for p in plot_out or []:
+        plot(results, str(p))
+    if target_completeness is not None or budget is not None:
+        out.print(advise(results, target_completeness, budget))
+
+
+@app.command()
+def delays(
+    input_path: Annotated[str, typer.Argument(help="A log: a directory (or file) of csv/jsonl/parquet.")],
+    fmt: Annotated[str | None, _FMT] = None,
+    event_time: Annotated[str | None, typer.Option("--event-time")] = None,
+    arrival_time: Annotated[str | None, typer.Option("--arrival-time")] = None,
+    partition: Annotated[str | None, typer.Option("--partition")] = None,
+    time_unit: Annotated[str | None, typer.Option("--time-unit", help="s | ms | us")] = None,
+    config: Annotated[Path | None, typer.Option("--config")] = None,
+    master: Annotated[str, typer.Option(help="Spark master.")] = "local[*]",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Delay profile per partition: arrival - event quantiles, longest silence, skew."""
+    _setup_logging(not quiet)
+    try:
+        cfg = _replay_config(input_path, config, fmt, event_time, arrival_time, partition, None, None,
+                             time_unit, None, None, None, None)
+        from lowwater.advisor.delays import delay_profile
+        from lowwater.spark.session import get_spark
+
+        profile = delay_profile(get_spark(replace_master(cfg.spark, master)), cfg)
+    except ConfigError as e:
+        raise _fail(str(e)) from None
+    from lowwater.report import print_delays
+
+    print_delays(out, profile)
+
+
+def replace_master(spark_cfg, master: str):  # noqa: ANN001, ANN201
+    from dataclasses import replace
+
+    return replace(spark_cfg, master=master)
+
+
 def main() -> None:
     """Entry point of the ``lowwater`` script."""
     app()

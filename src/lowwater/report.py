@@ -22,3 +22,47 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
     t.add_row("accounting balanced", "yes" if summary["balanced"] else "[red]NO[/]")
     console.print(t)
     console.print(f"outputs: {output_path}/{{results,late,dead_letter,metrics}}, {output_path}/summary.json")
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}s"
+
+
+def print_whatif(console: Console, results: list[dict]) -> None:
+    """The what-if grid: one row per (L, G)."""
+    t = Table(title="lowwater what-if replay", title_justify="left")
+    for col in ("L", "G", "on time", "late upd.", "too late", "dead", "completeness", "fired", "drain only",
+                "latency mean", "latency p99", "peak open"):
+        t.add_column(col, justify="right")
+    for r in results:
+        t.add_row(
+            f"{r['lateness']:g}s", f"{r['allowed_lateness']:g}s", f"{r['on_time']:,}", f"{r['late_updates']:,}",
+            f"{r['too_late']:,}", f"{r['dead_letter']:,}", f"{r['completeness']:.4%}", f"{r['windows_fired']:,}",
+            f"{r['windows_drain_only']:,}", _s(r["emit_latency_mean"]), _s(r["emit_latency_p99"]),
+            f"{r['peak_open_windows']:,}",
+        )
+    console.print(t)
+    worst = [r for r in results if r["too_late_by_partition"]]
+    if worst:
+        r = worst[0]
+        parts = ", ".join(f"{p}: {n:,}" for p, n in sorted(r["too_late_by_partition"].items(), key=lambda x: -x[1])[:8])
+        console.print(f"too late by partition at L={r['lateness']:g}s, G={r['allowed_lateness']:g}s: {parts}")
+
+
+def print_delays(console: Console, profile: list[dict]) -> None:
+    """Delay quantiles per partition (seconds)."""
+    t = Table(title="arrival_time - event_time per partition (seconds)", title_justify="left")
+    for col in ("partition", "rows", "p50", "p90", "p99", "p99.9", "max", "longest silence", "skew vs fastest"):
+        t.add_column(col, justify="right")
+    for r in profile:
+        t.add_row(r["partition"], f"{r['rows']:,}", *(f"{r[k]:.3f}" for k in ("p50", "p90", "p99", "p99_9", "max")),
+                  f"{r['longest_gap'] or 0:.1f}", f"{r['skew']:.3f}")
+    console.print(t)
+    if profile:
+        slow = max(profile, key=lambda r: r["skew"])
+        console.print(
+            f"L for 99.9% of rows on their own partition: ~{max(r['p99_9'] for r in profile):.1f}s; "
+            f"partition {slow['partition']} trails the fastest by {slow['skew']:.1f}s (median); "
+            f"longest silence {max((r['longest_gap'] or 0) for r in profile):.0f}s (idle_timeout should exceed "
+            "normal gaps)."
+        )

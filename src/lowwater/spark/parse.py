@@ -96,7 +96,9 @@ def normalise(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
     if src.offset:
         off_type = types[src.offset]
         raw_offset = F.col(src.offset)
-        offset = raw_offset.cast("long") if isinstance(off_type, _INTEGRAL) else raw_offset.cast("string").try_cast("long")
+        offset = raw_offset.cast("string").try_cast("long")
+        if isinstance(off_type, _INTEGRAL):
+            offset = raw_offset.cast("long")
         checks.append((offset.isNull(), f"missing or non-integer offset ({src.offset})"))
     for c in cfg.window.value_columns:
         if not isinstance(types[c], _NUMERIC):
