@@ -77,7 +77,7 @@ def _sweep_fn(strategy: WatermarkStrategy, assigner: WindowAssigner, spec: Sweep
             dead = t.column("_is_dead").to_numpy(zero_copy_only=False)
             valid = t.filter(pa.array(~dead))
             s.feed(
-                valid.column("_part").to_numpy(zero_copy_only=False),
+                valid.column("_psort").to_numpy(zero_copy_only=False),
                 valid.column("_event_us").to_numpy(),
                 valid.column("_key").to_numpy(),
                 valid.column("_arrival_us").to_numpy() if has_arrival else None,

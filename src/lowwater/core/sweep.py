@@ -23,7 +23,7 @@ import numpy as np
 
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import Lateness, classify, row_verdicts
-from lowwater.core.tracker import WatermarkTracker
+from lowwater.core.tracker import PartitionCodes, WatermarkTracker
 from lowwater.core.watermarks import WatermarkStrategy, clip_future
 from lowwater.core.windows import WindowAssigner
 from lowwater.time import NEG_INF
@@ -56,13 +56,15 @@ def _merge(store: dict[int, np.ndarray], ends: np.ndarray, keys: np.ndarray) -> 
     """Add (end, key) pairs to ``store`` (end -> sorted unique keys)."""
     if not len(ends):
         return
-    order = np.lexsort((keys, ends))
+    order = np.argsort(ends, kind="stable")  # few distinct ends: a cheap sort
     ends, keys = ends[order], keys[order]
     cuts = np.flatnonzero(np.diff(ends)) + 1
-    for e_block, k_block in zip(np.split(ends, cuts), np.split(keys, cuts), strict=True):
-        e = int(e_block[0])
+    starts = np.concatenate([[0], cuts])
+    for lo, hi in zip(starts, np.concatenate([cuts, [len(ends)]]), strict=True):
+        e = int(ends[lo])
+        block = np.unique(keys[lo:hi])
         prev = store.get(e)
-        store[e] = np.unique(k_block) if prev is None else np.union1d(prev, k_block)
+        store[e] = block if prev is None else np.union1d(prev, block)
 
 
 class LatenessSweep:
@@ -102,7 +104,7 @@ class LatenessSweep:
         n = len(event_us)
         if n == 0:
             return
-        parts = np.asarray(partitions).astype(str)
+        coded = PartitionCodes.of(np.asarray(partitions))
         keys = np.asarray(key_hash, dtype=np.int64)
         any_strategy = next(iter(self.per.values())).tracker.strategy
         event, clipped = clip_future(event_us, arrival_us, any_strategy.max_future_skew_us)
@@ -111,7 +113,7 @@ class LatenessSweep:
         pairs = self.assigner.assign(event)
         pair_keys = keys[pairs.row]
         for pb in self.per.values():
-            w_row = pb.tracker.advance(parts, event, arrival_us)
+            w_row = pb.tracker.advance(coded, event, arrival_us)
             w_after = np.concatenate([w_row[1:], [pb.tracker.watermark_us]])
             pair_w = w_row[pairs.row]
             on = pairs.end > pair_w
@@ -124,9 +126,10 @@ class LatenessSweep:
                 pg.accounting = pg.accounting + acc
                 too = rows == Lateness.TOO_LATE
                 if too.any():
-                    names, counts = np.unique(parts[too], return_counts=True)
-                    for name, c in zip(names.tolist(), counts.tolist(), strict=True):
-                        pg.too_late_by_partition[name] = pg.too_late_by_partition.get(name, 0) + c
+                    counts = np.bincount(coded.codes[too], minlength=len(coded.names))
+                    for name, c in zip(coded.names, counts.tolist(), strict=True):
+                        if c:
+                            pg.too_late_by_partition[name] = pg.too_late_by_partition.get(name, 0) + c
                 admitted = verdict < Lateness.TOO_LATE
                 _merge(pg.open_entries, pairs.end[admitted], pair_keys[admitted])
                 pg.peak_open = max(pg.peak_open, sum(len(v) for v in pg.open_entries.values()))

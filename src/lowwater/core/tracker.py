@@ -46,6 +46,25 @@ class TrackerState:
 
 
 @dataclass(frozen=True)
+class PartitionCodes:
+    """Partition names of a batch as (distinct names, code per row): coded once, used by many trackers."""
+
+    names: list[str]
+    codes: np.ndarray
+
+    @classmethod
+    def of(cls, partitions: np.ndarray) -> PartitionCodes:
+        values = np.asarray(partitions)
+        if not len(values):
+            return cls([], np.zeros(0, dtype=np.int64))
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return cls([str(u) for u in uniq], inverse.astype(np.int64))
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+@dataclass(frozen=True)
 class PartitionStatus:
     """One partition's watermark and whether it currently counts in the min."""
 
@@ -73,12 +92,11 @@ class WatermarkTracker:
             st.last_arrival_us.append(NEG_INF)
             return len(st.partitions) - 1
 
-    def partition_indices(self, partitions: np.ndarray) -> np.ndarray:
-        """Map partition names (any dtype) to dense indices, registering new ones."""
-        names = np.asarray(partitions).astype(str)
-        uniq, inverse = np.unique(names, return_inverse=True)
-        lookup = np.array([self._index(str(u)) for u in uniq], dtype=np.int64)
-        return lookup[inverse] if len(names) else np.zeros(0, dtype=np.int64)
+    def partition_indices(self, partitions: np.ndarray | PartitionCodes) -> np.ndarray:
+        """Map partition names (or pre-coded ones) to dense indices, registering new ones."""
+        codes = partitions if isinstance(partitions, PartitionCodes) else PartitionCodes.of(partitions)
+        lookup = np.array([self._index(str(u)) for u in codes.names], dtype=np.int64)
+        return lookup[codes.codes] if len(codes.codes) else np.zeros(0, dtype=np.int64)
 
     @property
     def watermark_us(self) -> int:
@@ -86,7 +104,7 @@ class WatermarkTracker:
 
     def advance(
         self,
-        partitions: np.ndarray,
+        partitions: np.ndarray | PartitionCodes,
         event_us: np.ndarray,
         arrival_us: np.ndarray | None = None,
     ) -> np.ndarray:
@@ -148,13 +166,14 @@ class WatermarkTracker:
         else:
             last_incl = None
             active_after = active = np.ones_like(seen)
-        eligible_after = active_after & seen
-        blocked_after = (active_after & ~seen & declared[None, :]).any(axis=1)
-        running_after, _ = combine_low_watermark(part_wm, eligible_after, blocked_after, st.watermark_us)
         eligible = active & seen
         blocked = (active & ~seen & declared[None, :]).any(axis=1)
         running, cand = combine_low_watermark(part_wm, eligible, blocked, st.watermark_us)
-        running = np.maximum(running, running_after)
+        if active_after is not active:  # with idleness the two evaluations can differ
+            eligible_after = active_after & seen
+            blocked_after = (active_after & ~seen & declared[None, :]).any(axis=1)
+            running_after, _ = combine_low_watermark(part_wm, eligible_after, blocked_after, st.watermark_us)
+            running = np.maximum(running, running_after)
         # A row that brings its partition (back) into the min behind W proposes a lower
         # watermark: ignored (W is monotone), and counted.
         rows = np.arange(n)
