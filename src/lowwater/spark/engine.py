@@ -24,6 +24,7 @@ step from the same state (SEMANTICS.md §8).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -105,6 +106,14 @@ class StepReport:
     state_bytes: int = 0
     duration_s: float = 0.0
     extra: dict = field(default_factory=dict)
+
+
+def _fault(point: str, step: int) -> None:
+    """Test-only crash injection: ``LOWWATER_FAULT=before_commit:3`` kills the process there."""
+    spec = os.environ.get("LOWWATER_FAULT")
+    if spec and spec == f"{point}:{step}":
+        log.error("LOWWATER_FAULT: crashing at %s of step %d", point, step)
+        os._exit(137)
 
 
 def _ts(us: int) -> datetime | None:
@@ -385,6 +394,7 @@ class Engine:
         totals["windows_fired"] += report.windows_fired
         totals["revisions"] += report.revisions
         self._write_metrics(report, tracker)
+        _fault("before_commit", report.step)
         manifest = Manifest(
             step=report.step,
             spark_batch=report.spark_batch,
@@ -394,6 +404,7 @@ class Engine:
             drained=prev.drained or report.watermark_us >= POS_INF,
         )
         self.store.commit(manifest)
+        _fault("after_commit", report.step)
         self.reports.append(report)
         acc = report.accounting
         log.info(
