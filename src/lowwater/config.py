@@ -23,6 +23,7 @@ class ConfigError(ValueError):
 
 
 FORMATS = ("jsonl", "csv", "parquet")
+ACCUMULATION_MODES = ("accumulating", "discarding", "retracting")
 TIME_UNITS = ("s", "ms", "us")
 
 _KEYS: dict[str, set[str]] = {
@@ -34,7 +35,7 @@ _KEYS: dict[str, set[str]] = {
         "max_out_of_orderness", "idle_timeout", "partitions", "out_of_orderness_by_partition",
         "max_future_skew",
     },
-    "window": {"type", "size", "slide", "offset", "allowed_lateness", "key", "aggregations"},
+    "window": {"type", "size", "slide", "offset", "allowed_lateness", "key", "aggregations", "accumulation"},
     "late": {"policy"},
     "output": {"path", "checkpoint"},
     "spark": {"master", "app_name", "conf", "shuffle_partitions"},
@@ -67,6 +68,7 @@ class WindowConfig:
     allowed_lateness_us: int
     key: tuple[str, ...]
     aggregations: tuple[AggSpec, ...]
+    accumulation: str = "accumulating"
 
     def assigner(self) -> TumblingWindows | HoppingWindows:
         if self.type == "hopping":
@@ -330,6 +332,10 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         except ValueError as e:
             msg = f"window.aggregations.{name}: {e}"
             raise ConfigError(msg) from None
+    accumulation = win.get("accumulation", "accumulating")
+    if accumulation not in ACCUMULATION_MODES:
+        msg = f"window.accumulation: {accumulation!r} is not one of {', '.join(ACCUMULATION_MODES)}"
+        raise ConfigError(msg)
     window = WindowConfig(
         type=wtype,
         size_us=size,
@@ -338,6 +344,7 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         allowed_lateness_us=_dur("window", "allowed_lateness", win.get("allowed_lateness", "0s")),
         key=tuple(keys),
         aggregations=tuple(aggs),
+        accumulation=accumulation,
     )
 
     policy_raw = data.get("late", {}).get("policy", "side_output")

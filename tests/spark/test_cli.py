@@ -84,7 +84,7 @@ def land(tmp_path: Path, fmt: str) -> None:
     (tmp_path / "pipeline.toml").write_text(CONFIG.format(fmt=fmt))
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
 def test_run_once_drain_end_to_end(tmp_path, fmt):
     land(tmp_path, fmt)
     proc = run_cli(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)

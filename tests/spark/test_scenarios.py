@@ -24,7 +24,7 @@ def rows_of(text: str, key: str = "a") -> list[dict]:
     out = []
     for r in table(text):
         row = {"partition": str(r["p"]), "event_time": float(r["t"]), "key": r.get("key", key),
-               "amount": float(r.get("amount", 1.0))}
+               "amount": None if r.get("amount", 1.0) is None else float(r.get("amount", 1.0))}
         if "a" in r:
             row["arrival_time"] = float(r["a"])
         out.append(row)
@@ -323,3 +323,25 @@ def test_restart_resumes_from_the_checkpoint(spark, tmp_path):
 
     assert table_of(pd.read_parquet(tmp_path / "out" / "results")) == table_of(whole.results)
     assert resumed.summary(final)["too_late"] == whole.summary["too_late"] == 1
+
+
+def test_global_window_without_key_and_every_aggregate(spark):
+    cfg = base_config(window={"key": [], "aggregations": {
+        "total": "sum(amount)", "low": "min(amount)", "high": "max(amount)", "mean": "avg(amount)",
+        "priced": "count(amount)",
+    }})
+    rows = rows_of("""
+    p  t   key  amount
+    0  1   a    1
+    1  2   b    4
+    0  3   c    -     # a null amount: counted in count, not in the value aggregates
+    0  12  a    7
+    """)
+    o = run_scenario(spark, cfg, rows, drain=True)
+    r = o.results.sort_values("window_start").reset_index(drop=True)
+    assert "key" not in r.columns and len(r) == 2
+    first = r.iloc[0]
+    assert (first["count"], first["total"], first["low"], first["high"], first["mean"], first["priced"]) == (
+        3, 5.0, 1.0, 4.0, 2.5, 2
+    )
+    assert r.iloc[1]["count"] == 1 and r.iloc[1]["total"] == 7.0

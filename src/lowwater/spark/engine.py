@@ -349,7 +349,7 @@ class Engine:
         state = self.store.read(prev, read)
         emit_wm = w_new if NEG_INF < w_new < POS_INF else None
         emitted, new_state = step_windows(
-            self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache
+            self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation
         )
         fired = revisions = 0
         if emitted is not None:

@@ -114,11 +114,15 @@ def step_windows(
     emit_watermark_us: int | None,
     step: int,
     cache: list[DataFrame],
+    accumulation: str = "accumulating",
 ) -> tuple[DataFrame | None, DataFrame | None]:
     """Apply one step: returns (emissions, new state with ``_bucket``).
 
     Frames this function persists are appended to ``cache``; the caller
-    unpersists them when the step is committed.
+    unpersists them when the step is committed. ``accumulation`` says what a
+    revision carries: the full value (``accumulating``), only the late pair
+    (``discarding``), or the full value preceded by a ``retraction`` row of the
+    previous one (``retracting``).
     """
     parts = [p for p in (state, layout.as_state_partials(on_time) if on_time is not None else None) if p is not None]
     base = layout.merge(parts) if parts else None
@@ -136,17 +140,37 @@ def step_windows(
         if base is not None:
             pieces = base.select(*cols, F.lit(SEQ_BASE).cast("long").alias("_seq"), "_rev",
                                  F.lit(0).alias("_is_late")).unionByName(lp)
-        w = Window.partitionBy(*layout.window_cols).orderBy("_seq").rowsBetween(
-            Window.unboundedPreceding, Window.currentRow
-        )
-        cum = [F.sum("_n").over(w).alias("_n")]
-        for i in range(len(layout.values)):
-            cum += [F.sum(f"_s{i}").over(w).alias(f"_s{i}"), F.min(f"_mn{i}").over(w).alias(f"_mn{i}"),
-                    F.max(f"_mx{i}").over(w).alias(f"_mx{i}"), F.sum(f"_nn{i}").over(w).alias(f"_nn{i}")]
+        ordered = Window.partitionBy(*layout.window_cols).orderBy("_seq")
+        w = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        before = ordered.rowsBetween(Window.unboundedPreceding, -1)
+
+        def folded(frame: Window, prefix: str) -> list[Column]:
+            cols = [F.sum("_n").over(frame).alias(f"{prefix}_n")]
+            for i in range(len(layout.values)):
+                cols += [F.sum(f"_s{i}").over(frame).alias(f"{prefix}_s{i}"),
+                         F.min(f"_mn{i}").over(frame).alias(f"{prefix}_mn{i}"),
+                         F.max(f"_mx{i}").over(frame).alias(f"{prefix}_mx{i}"),
+                         F.sum(f"_nn{i}").over(frame).alias(f"{prefix}_nn{i}")]
+            return cols
+
+        partial = layout.partial_cols()
         revision = F.coalesce(F.max("_rev").over(w), F.lit(0)) + F.sum("_is_late").over(w)
-        revised = pieces.select(*layout.window_cols, *cum, revision.alias("_revision"), "_is_late")
-        revised = revised.filter(F.col("_is_late") == 1)
-        emissions.append(layout.emission(revised, "revision", F.col("_revision"), emit_watermark_us, step))
+        revised = pieces.select(
+            *layout.window_cols, *partial, *folded(w, "cum"), *folded(before, "prev"),
+            revision.alias("_revision"), "_is_late",
+        ).filter(F.col("_is_late") == 1)
+        if accumulation == "discarding":
+            # Only what arrived since the previous emission: the late pair itself.
+            value = revised.select(*layout.window_cols, *partial, "_revision")
+        else:
+            value = revised.select(*layout.window_cols, *[F.col(f"cum{c}").alias(c) for c in partial], "_revision")
+        if accumulation == "retracting":
+            # Retract the previous full value (when there was one) before the new one.
+            prev = revised.filter(F.col("prev_n") > 0).select(
+                *layout.window_cols, *[F.col(f"prev{c}").alias(c) for c in partial], "_revision"
+            )
+            emissions.append(layout.emission(prev, "retraction", F.col("_revision") - 1, emit_watermark_us, step))
+        emissions.append(layout.emission(value, "revision", F.col("_revision"), emit_watermark_us, step))
     emitted = None
     if emissions:
         emitted = emissions[0]
