@@ -14,6 +14,7 @@ cluster with separate executor JVMs and Python workers does not.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -96,11 +97,9 @@ class LocalStandaloneCluster:
     def _wait_alive(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            try:
+            with contextlib.suppress(OSError):  # the master's UI is not up yet
                 if self.alive_workers() >= self.workers:
                     return
-            except OSError:
-                pass
             if any(p.poll() is not None for p in self.procs):
                 break
             time.sleep(0.5)

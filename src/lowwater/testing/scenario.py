@@ -17,6 +17,7 @@ written in::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from collections.abc import Sequence
@@ -35,10 +36,8 @@ def _cell(text: str) -> Any:
     if text in ("-", "null"):
         return None
     for cast in (int, float):
-        try:
+        with contextlib.suppress(ValueError):
             return cast(text)
-        except ValueError:
-            pass
     return text
 
 
