@@ -13,8 +13,9 @@ from typing import Any
 
 from lowwater.core.aggregates import AggSpec, value_columns
 from lowwater.core.lateness import AllowedLateness, LatePolicy
+from lowwater.core.triggers import AccumulationMode, EarlyTrigger
 from lowwater.core.watermarks import WatermarkStrategy
-from lowwater.core.windows import HoppingWindows, TumblingWindows
+from lowwater.core.windows import HoppingWindows, SessionWindows, TumblingWindows
 from lowwater.time import US_PER, to_duration_us
 
 
@@ -23,7 +24,8 @@ class ConfigError(ValueError):
 
 
 FORMATS = ("jsonl", "csv", "parquet")
-ACCUMULATION_MODES = ("accumulating", "discarding", "retracting")
+ACCUMULATION_MODES = tuple(m.value for m in AccumulationMode)
+WINDOW_TYPES = ("tumbling", "hopping", "session")
 TIME_UNITS = ("s", "ms", "us")
 
 _KEYS: dict[str, set[str]] = {
@@ -35,7 +37,10 @@ _KEYS: dict[str, set[str]] = {
         "max_out_of_orderness", "idle_timeout", "partitions", "out_of_orderness_by_partition",
         "max_future_skew",
     },
-    "window": {"type", "size", "slide", "offset", "allowed_lateness", "key", "aggregations", "accumulation"},
+    "window": {
+        "type", "size", "slide", "offset", "gap", "allowed_lateness", "key", "aggregations", "accumulation",
+    },
+    "trigger": {"early"},
     "late": {"policy"},
     "output": {"path", "checkpoint"},
     "spark": {"master", "app_name", "conf", "shuffle_partitions"},
@@ -61,6 +66,8 @@ class SourceConfig:
 
 @dataclass(frozen=True)
 class WindowConfig:
+    """``type`` is tumbling (``size``), hopping (``size``, ``slide``) or session (``gap``; ``size_us`` is 0)."""
+
     type: str
     size_us: int
     slide_us: int | None
@@ -69,11 +76,19 @@ class WindowConfig:
     key: tuple[str, ...]
     aggregations: tuple[AggSpec, ...]
     accumulation: str = "accumulating"
+    gap_us: int | None = None
 
-    def assigner(self) -> TumblingWindows | HoppingWindows:
+    @property
+    def is_session(self) -> bool:
+        return self.type == "session"
+
+    def assigner(self) -> TumblingWindows | HoppingWindows | SessionWindows:
         if self.type == "hopping":
             assert self.slide_us is not None
             return HoppingWindows(self.size_us, self.slide_us, self.offset_us)
+        if self.type == "session":
+            assert self.gap_us is not None
+            return SessionWindows(self.gap_us)
         return TumblingWindows(self.size_us, self.offset_us)
 
     @property
@@ -111,6 +126,7 @@ class PipelineConfig:
     output: OutputConfig
     spark: SparkConfig
     base_dir: str = "."
+    early: EarlyTrigger | None = None  # [trigger] early: provisional firings of open windows
 
     @property
     def required_columns(self) -> list[str]:
@@ -289,14 +305,30 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
 
     win = data["window"]
     wtype = win.get("type", "tumbling")
-    if wtype not in ("tumbling", "hopping"):
-        msg = f"window.type: {wtype!r} is not one of tumbling, hopping"
+    if wtype not in WINDOW_TYPES:
+        msg = f"window.type: {wtype!r} is not one of {', '.join(WINDOW_TYPES)}"
         raise ConfigError(msg)
-    if "size" not in win:
+    gap = None
+    if wtype == "session":
+        for k in ("size", "slide", "offset"):
+            if k in win:
+                msg = f"window.{k}: not for type = \"session\" (a session is sized by window.gap)"
+                raise ConfigError(msg)
+        if "gap" not in win:
+            msg = "window.gap is required for a session window"
+            raise ConfigError(msg)
+        gap = _dur("window", "gap", win["gap"])
+        if gap <= 0:
+            msg = "window.gap: must be positive"
+            raise ConfigError(msg)
+    elif "gap" in win:
+        msg = "window.gap: only for type = \"session\""
+        raise ConfigError(msg)
+    elif "size" not in win:
         msg = "window.size is required"
         raise ConfigError(msg)
-    size = _dur("window", "size", win["size"])
-    if size <= 0:
+    size = 0 if wtype == "session" else _dur("window", "size", win["size"])
+    if size <= 0 and wtype != "session":
         msg = "window.size: must be positive"
         raise ConfigError(msg)
     slide = None
@@ -345,7 +377,17 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         key=tuple(keys),
         aggregations=tuple(aggs),
         accumulation=accumulation,
+        gap_us=gap,
     )
+
+    early = None
+    trig = data.get("trigger", {})
+    if "early" in trig:
+        try:
+            early = EarlyTrigger.parse(trig["early"])
+        except ValueError as e:
+            msg = f"trigger.early: {e}"
+            raise ConfigError(msg) from None
 
     policy_raw = data.get("late", {}).get("policy", "side_output")
     try:
@@ -380,4 +422,4 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         conf={str(k): str(v) for k, v in conf.items()},
         shuffle_partitions=int(sp.get("shuffle_partitions", 4)),
     )
-    return PipelineConfig(source, strategy, window, policy, output, sparkc, str(base))
+    return PipelineConfig(source, strategy, window, policy, output, sparkc, str(base), early)

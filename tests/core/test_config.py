@@ -113,3 +113,33 @@ def test_durations(text, us):
 def test_bad_durations(bad):
     with pytest.raises(ValueError):
         to_duration_us(bad)
+
+
+SESSION = EXAMPLE.replace('type = "tumbling"', 'gap = "30s"\ntype = "session"').replace('size = "10s"\n', "")
+
+
+def test_session_window_and_early_trigger(tmp_path):
+    cfg = load_config(write(tmp_path, SESSION + '\n[trigger]\nearly = "every 1000 rows"\n'))
+    assert cfg.window.is_session and cfg.window.gap_us == 30_000_000
+    assert cfg.window.assigner().gap_us == 30_000_000
+    assert cfg.early is not None and cfg.early.every_rows == 1000
+    cfg = load_config(write(tmp_path, EXAMPLE + '\n[trigger]\nearly = "every 5s"\n'))
+    assert cfg.early is not None and cfg.early.every_us == 5_000_000 and not cfg.window.is_session
+    assert load_config(write(tmp_path, EXAMPLE)).early is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (SESSION.replace('gap = "30s"\n', ""), "window.gap is required"),
+        (SESSION.replace('gap = "30s"', 'gap = "30s"\nsize = "10s"'), "window.size: not for type"),
+        (SESSION.replace('gap = "30s"', 'gap = "0s"'), "window.gap: must be positive"),
+        (EXAMPLE.replace('size = "10s"', 'size = "10s"\ngap = "5s"'), "window.gap: only for"),
+        (EXAMPLE + '\n[trigger]\nearly = "sometimes"\n', "trigger.early"),
+        (EXAMPLE + '\n[trigger]\nearly = "every 0 rows"\n', "trigger.early"),
+        (EXAMPLE + '\n[trigger]\nlate = "every 1 rows"\n', "unknown key trigger.late"),
+    ],
+)
+def test_session_and_trigger_errors(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, text))

@@ -4,6 +4,11 @@ Windows are half-open intervals ``[start, end)`` in integer microseconds; a row
 at exactly ``end`` belongs to the next window (SEMANTICS.md §3). Assignment
 uses ``event_time`` only. Assigners are vectorised: they take an int64 array of
 event times and return one output element per (row, window) pair.
+
+Tumbling and hopping windows are fixed by assignment alone. Session windows
+(:class:`SessionWindows`) also *merge*: each row first gets its proto-window
+``[t, t + gap)``, and proto-windows of a key that overlap merge into one
+session ``[first, last + gap)``.
 """
 
 from __future__ import annotations
@@ -110,3 +115,32 @@ class HoppingWindows:
         rows = np.repeat(np.arange(len(ev), dtype=np.int64), k)
         start = starts.reshape(-1)
         return Assignment(rows, start, start + self.size_us)
+
+
+@dataclass(frozen=True)
+class SessionWindows:
+    """Per-key sessions with inactivity gap ``gap``: ``[first, last + gap)``.
+
+    Assignment gives each row its proto-window ``[t, t + gap)``; rows of a key
+    closer than ``gap`` end up in one session, and a row that bridges two
+    sessions merges them (SEMANTICS.md §3).
+
+    >>> a = SessionWindows(5).assign(np.array([1, 3]))
+    >>> list(zip(a.start.tolist(), a.end.tolist()))
+    [(1, 6), (3, 8)]
+    """
+
+    gap_us: int
+
+    def __post_init__(self) -> None:
+        if self.gap_us <= 0:
+            msg = "session gap must be positive"
+            raise ValueError(msg)
+
+    @property
+    def windows_per_row(self) -> int:
+        return 1
+
+    def assign(self, event_us: np.ndarray) -> Assignment:
+        ev = np.asarray(event_us, dtype=np.int64)
+        return Assignment(np.arange(len(ev), dtype=np.int64), ev, ev + self.gap_us)
