@@ -1,18 +1,28 @@
 """The what-if sweep: replay one log under many lateness bounds at once.
 
-For every bound ``L`` a :class:`~lowwater.core.tracker.WatermarkTracker` runs
-over the log in arrival order (the same tracker the engine uses); ``W(r)``
-does not depend on the grace ``G``, so each ``L`` is scanned once and every
-``G`` is judged from the same watermarks with the same ``classify``. The log is
-fed in chunks (``feed``), so memory is bounded by the open windows, not by the
-log; one pass serves the whole (L, G) grid.
+Two facts make the whole (L, G) grid cost about one replay:
 
-Per (L, G) it reports SEMANTICS.md §6-§7: the accounting, completeness,
-windows fired before the end of input (and those only a drain would fire),
-emit latency (``maxEventTimeSeen - end(w)`` when ``W`` first reaches
-``end(w)``; mean and p99 over (key, window) pairs), peak open (key, window)
-state entries (sampled at chunk boundaries, as a micro-batch engine with
-batches of one chunk would hold them), and too-late rows per partition.
+* **One watermark scan for every L.** With one bound ``L`` for all partitions,
+  every step of the low watermark (per-partition max minus ``L``, min over
+  active partitions, running max) commutes with subtracting ``L``, and
+  idleness and declared partitions depend on the arrival clock only. So
+  ``W_L(r) = W_0(r) - L`` exactly: the engine's
+  :class:`~lowwater.core.tracker.WatermarkTracker` runs once, with ``L = 0``.
+* **A (window, key) group is decided by its first pair.** ``W`` never goes
+  back, so along arrival order the pairs of a group that are on time (or
+  admitted, for a grace ``G``) form a prefix: the group has an on-time pair
+  iff its *first* pair is on time, and it opens state iff its first pair is
+  admitted. Each group is therefore reduced once, to (window end, ``W_0`` at
+  its first pair), and every (L, G) is a vectorised comparison over groups.
+
+Row verdicts still go through the engine's ``classify`` per (L, G), so the
+accounting is the engine's to the row. Per (L, G) the sweep reports
+SEMANTICS.md §6-§7: the accounting, completeness, windows fired before the end
+of input (and those only a drain would fire), emit latency
+(``maxEventTimeSeen - end(w)`` when ``W`` first reaches ``end(w)``; mean and
+p99 over (key, window) pairs), peak open (key, window) state entries (sampled
+at chunk boundaries, as a micro-batch engine with batches of one chunk would
+hold them), and too-late rows per partition.
 """
 
 from __future__ import annotations
@@ -35,36 +45,72 @@ FIELDS = (
 )
 
 
+def shifted(w0: np.ndarray | int, bound_us: int) -> np.ndarray:
+    """``W_L`` from ``W_0``: subtract ``L`` where the watermark is defined."""
+    w = np.asarray(w0, dtype=np.int64)
+    return np.where(w <= NEG_INF, NEG_INF, w - bound_us)
+
+
+def _add_counts(store: dict[int, int], ends: np.ndarray) -> None:
+    if len(ends):
+        u, c = np.unique(ends, return_counts=True)
+        for e, n in zip(u.tolist(), c.tolist(), strict=True):
+            store[e] = store.get(e, 0) + n
+
+
 @dataclass
 class _PerGrace:
     accounting: Accounting = field(default_factory=Accounting)
     too_late_by_partition: dict[str, int] = field(default_factory=dict)
-    open_entries: dict[int, np.ndarray] = field(default_factory=dict)  # end -> key hashes admitted, not freed
+    open_groups: dict[int, int] = field(default_factory=dict)  # end -> (key, window) groups admitted, not freed
     peak_open: int = 0
 
 
 @dataclass
 class _PerBound:
-    tracker: WatermarkTracker
-    unfired: dict[int, np.ndarray] = field(default_factory=dict)  # end -> key hashes with on-time rows
+    unfired: dict[int, int] = field(default_factory=dict)  # end -> groups with on-time rows, not fired yet
     latencies: list[tuple[int, int]] = field(default_factory=list)  # (latency µs, windows)
     fired: int = 0
     grace: dict[int, _PerGrace] = field(default_factory=dict)
 
 
-def _merge(store: dict[int, np.ndarray], ends: np.ndarray, keys: np.ndarray) -> None:
-    """Add (end, key) pairs to ``store`` (end -> sorted unique keys)."""
-    if not len(ends):
-        return
-    order = np.argsort(ends, kind="stable")  # few distinct ends: a cheap sort
-    ends, keys = ends[order], keys[order]
-    cuts = np.flatnonzero(np.diff(ends)) + 1
-    starts = np.concatenate([[0], cuts])
-    for lo, hi in zip(starts, np.concatenate([cuts, [len(ends)]]), strict=True):
-        e = int(ends[lo])
-        block = np.unique(keys[lo:hi])
-        prev = store.get(e)
-        store[e] = block if prev is None else np.union1d(prev, block)
+class _GroupIndex:
+    """First sighting of each (window end, key) group, across chunks.
+
+    Ends that no (L, G) of the grid can still admit are forgotten, so memory
+    follows the live windows, not the log.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[int, np.ndarray] = {}  # end -> sorted key hashes seen
+
+    def first_pairs(self, ends: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """Indices of the pairs that are the first of their group (pairs given in arrival order)."""
+        if not len(ends):
+            return np.zeros(0, dtype=np.int64)
+        order = np.lexsort((np.arange(len(ends)), keys, ends))
+        e, k = ends[order], keys[order]
+        head = np.ones(len(e), dtype=bool)
+        head[1:] = (e[1:] != e[:-1]) | (k[1:] != k[:-1])
+        first = order[head]
+        fe, fk = ends[first], keys[first]
+        new = np.ones(len(first), dtype=bool)
+        by_end = np.argsort(fe, kind="stable")  # few distinct ends per chunk
+        for block in np.split(by_end, np.flatnonzero(np.diff(fe[by_end])) + 1):
+            end = int(fe[block[0]])
+            prev = self.seen.get(end)
+            block_keys = fk[block]
+            if prev is not None:
+                pos = np.minimum(np.searchsorted(prev, block_keys), len(prev) - 1)
+                new[block] = prev[pos] != block_keys
+                self.seen[end] = np.union1d(prev, block_keys)
+            else:
+                self.seen[end] = np.sort(block_keys)
+        return np.sort(first[new])
+
+    def forget_before(self, end_exclusive: int) -> None:
+        for e in [e for e in self.seen if e < end_exclusive]:
+            del self.seen[e]
 
 
 class LatenessSweep:
@@ -82,10 +128,10 @@ class LatenessSweep:
         self.bounds = sorted(set(bounds_us))
         self.max_event = NEG_INF
         self.dead = 0
-        self.per: dict[int, _PerBound] = {}
-        for b in self.bounds:
-            s = replace(strategy, max_out_of_orderness_us=b, per_partition_us=(), _bounds={})
-            self.per[b] = _PerBound(WatermarkTracker(s), grace={g: _PerGrace() for g in self.graces})
+        # One tracker at L = 0 serves every L (see the module docstring).
+        self.tracker = WatermarkTracker(replace(strategy, max_out_of_orderness_us=0, per_partition_us=(), _bounds={}))
+        self.groups = _GroupIndex()
+        self.per = {b: _PerBound(grace={g: _PerGrace() for g in self.graces}) for b in self.bounds}
 
     def feed(
         self,
@@ -97,51 +143,54 @@ class LatenessSweep:
     ) -> None:
         """One chunk of valid rows, in arrival order, plus the chunk's dead-letter count."""
         self.dead += int(dead_letter)
-        for g in self.graces:
-            for pb in self.per.values():
-                pb.grace[g].accounting.dead_letter += int(dead_letter)
-                pb.grace[g].accounting.rows += int(dead_letter)
+        for pb in self.per.values():
+            for pg in pb.grace.values():
+                pg.accounting.dead_letter += int(dead_letter)
+                pg.accounting.rows += int(dead_letter)
         n = len(event_us)
         if n == 0:
             return
         coded = PartitionCodes.of(np.asarray(partitions))
         keys = np.asarray(key_hash, dtype=np.int64)
-        any_strategy = next(iter(self.per.values())).tracker.strategy
-        event, clipped = clip_future(event_us, arrival_us, any_strategy.max_future_skew_us)
+        event, clipped = clip_future(event_us, arrival_us, self.tracker.strategy.max_future_skew_us)
+        n_clipped = int(clipped.sum())
         cum_max = np.maximum.accumulate(np.maximum(event, self.max_event))
         self.max_event = int(cum_max[-1])
+        w0 = self.tracker.advance(coded, event, arrival_us)  # W_0(r)
+        w0_after = np.concatenate([w0[1:], [self.tracker.watermark_us]])  # W_0 after each row
         pairs = self.assigner.assign(event)
-        pair_keys = keys[pairs.row]
-        for pb in self.per.values():
-            w_row = pb.tracker.advance(coded, event, arrival_us)
-            w_after = np.concatenate([w_row[1:], [pb.tracker.watermark_us]])
-            pair_w = w_row[pairs.row]
-            on = pairs.end > pair_w
-            _merge(pb.unfired, pairs.end[on], pair_keys[on])
-            self._fire(pb, w_after, cum_max)
+        pair_w0 = w0[pairs.row]
+        first = self.groups.first_pairs(pairs.end, keys[pairs.row])
+        g_end, g_w0 = pairs.end[first], pair_w0[first]
+        for b, pb in self.per.items():
+            w_end = int(shifted(self.tracker.watermark_us, b))
+            pair_w = shifted(pair_w0, b)
+            g_w = shifted(g_w0, b)
+            _add_counts(pb.unfired, g_end[g_end > g_w])
+            self._fire(pb, shifted(w0_after, b), cum_max, w_end)
             for g, pg in pb.grace.items():
                 verdict = classify(pairs.end, pair_w, g)
-                rows = row_verdicts(pairs.row, verdict, n)
-                acc = Accounting.from_verdicts(rows, 0, int(clipped.sum()))
-                pg.accounting = pg.accounting + acc
+                rows = row_verdicts(pairs.row, verdict, n) if self.assigner.windows_per_row > 1 else verdict
+                pg.accounting = pg.accounting + Accounting.from_verdicts(rows, 0, n_clipped)
                 too = rows == Lateness.TOO_LATE
                 if too.any():
                     counts = np.bincount(coded.codes[too], minlength=len(coded.names))
                     for name, c in zip(coded.names, counts.tolist(), strict=True):
                         if c:
                             pg.too_late_by_partition[name] = pg.too_late_by_partition.get(name, 0) + c
-                admitted = verdict < Lateness.TOO_LATE
-                _merge(pg.open_entries, pairs.end[admitted], pair_keys[admitted])
-                pg.peak_open = max(pg.peak_open, sum(len(v) for v in pg.open_entries.values()))
-                w_end = pb.tracker.watermark_us
-                for e in [e for e in pg.open_entries if e + g <= w_end]:
-                    del pg.open_entries[e]
+                _add_counts(pg.open_groups, g_end[g_end + g > g_w])
+                pg.peak_open = max(pg.peak_open, sum(pg.open_groups.values()))
+                for e in [e for e in pg.open_groups if e + g <= w_end]:
+                    del pg.open_groups[e]
+        # No (L, G) of the grid admits a pair of a window whose end + L + G <= W_0 any more.
+        if self.tracker.watermark_us > NEG_INF:
+            self.groups.forget_before(self.tracker.watermark_us - self.bounds[-1] - self.graces[-1] + 1)
 
-    def _fire(self, pb: _PerBound, w_after: np.ndarray, cum_max: np.ndarray) -> None:
-        w_end = int(w_after[-1])
+    @staticmethod
+    def _fire(pb: _PerBound, w_after: np.ndarray, cum_max: np.ndarray, w_end: int) -> None:
         for e in sorted(e for e in pb.unfired if e <= w_end):
             j = int(np.searchsorted(w_after, e, side="left"))
-            windows = len(pb.unfired.pop(e))
+            windows = pb.unfired.pop(e)
             pb.fired += windows
             pb.latencies.append((int(cum_max[j]) - e, windows))
 
@@ -153,7 +202,7 @@ class LatenessSweep:
             weights = np.array([c for _, c in pb.latencies], dtype=np.int64)
             mean = float(np.average(lat, weights=weights)) if weights.sum() else None
             p99 = float(np.percentile(np.repeat(lat, weights), 99)) if weights.sum() else None
-            drain_only = sum(len(v) for v in pb.unfired.values())
+            drain_only = sum(pb.unfired.values())
             for g, pg in pb.grace.items():
                 acc = pg.accounting
                 out.append({
