@@ -164,3 +164,21 @@ def test_random_cuts_give_identical_session_results(spark, case):
     assert whole.summary["balanced"] and cut.summary["balanced"]
     assert whole.summary["rows"] == len(rows)
     same_under_cuts(whole, cut)
+
+
+def test_whatif_equals_run_once_drain(spark, tmp_path):
+    from lowwater.advisor.whatif import SweepSpec, run_whatif
+    from lowwater.config import parse_config
+
+    cfg = session_config(grace="10s", bound="10s")
+    # z@40 moves W to 30: a's [0, 15) and c's [0, 11) are freed (end + 10 <= 30), so a@3 and c@2 are too late.
+    rows = EXTENDED + rows_of([("z", 40, 1), ("a", 3, 1), ("c", 2, 1)])
+    engine = run_scenario(spark, cfg, rows, workdir=tmp_path)
+    s = 1_000_000
+    grid = run_whatif(spark, parse_config(cfg, base_dir=tmp_path), SweepSpec([0, 10 * s], [0, 10 * s], chunk_rows=4))
+    r = {(x["lateness"], x["allowed_lateness"]): x for x in grid}[(10.0, 10.0)]
+    for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter"):
+        assert r[k] == engine.summary[k], k
+    assert engine.summary["too_late"] == 2
+    assert r["windows_fired"] + r["windows_drain_only"] == engine.summary["windows_fired"]
+    assert r["too_late_by_partition"] == {"0": 2}
