@@ -184,7 +184,26 @@ def test_early_firings_are_provisional_and_numbered_for_the_next_emission():
         assert got == expected, mode
 
 
-def test_time_based_early_firing_waits_from_first_pending_step():
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("accumulating", [(2, "provisional", 0), (2, "final", 0)]),
+        ("discarding", [(2, "provisional", 0), (0, "final", 0)]),  # the final is owed, and empty
+        ("retracting", [(2, "provisional", 0), (2, "retraction", 0), (2, "final", 0)]),
+    ],
+)
+def test_final_still_fires_after_a_provisional_with_nothing_pending(mode, expected):
+    m = SessionMachine(10, 0, 1, mode)
+    m.process("a", 0, N, (1.0,))
+    m.process("a", 1, N, (1.0,))
+    m.early(EarlyTrigger(every_rows=2), N, now_us=0)
+    m.advance(20)
+    assert [(e.agg[0], e.kind, e.revision) for e in m.take_emissions()] == expected
+    m.advance(POS_INF)
+    assert m.take_emissions() == []  # nothing owed any more
+
+
+def test_time_based_early_firing_waits_from_first_pending_step_then_from_each_emission():
     m = SessionMachine(10, 0, 1)
     trig = EarlyTrigger(every_us=100)
     m.process("a", 0, N, (1.0,))
@@ -193,6 +212,12 @@ def test_time_based_early_firing_waits_from_first_pending_step():
     assert m.take_emissions() == []
     m.early(trig, N, now_us=1_100)
     assert [e.kind for e in m.take_emissions()] == ["provisional"]
+    m.now_us = 1_150  # a later step: a new row; the clock runs from the provisional at 1_100
+    m.process("a", 1, N, (1.0,))
+    m.early(trig, N, now_us=1_150)
+    assert m.take_emissions() == []
+    m.early(trig, N, now_us=1_200)
+    assert [(e.agg[0], e.kind) for e in m.take_emissions()] == [(2, "provisional")]
 
 
 # -- hypothesis: random cuts, and the fold property per mode ----------------------------

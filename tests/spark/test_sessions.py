@@ -182,3 +182,42 @@ def test_whatif_equals_run_once_drain(spark, tmp_path):
     assert engine.summary["too_late"] == 2
     assert r["windows_fired"] + r["windows_drain_only"] == engine.summary["windows_fired"]
     assert r["too_late_by_partition"] == {"0": 2}
+
+
+EARLY = rows_of([("a", 0, 1), ("a", 1, 2), ("a", 2, 4), ("a", 3, 8), ("a", 4, 16)])
+
+
+def signed_fold(rows: list[tuple], mode: str) -> tuple[int, float]:
+    """(count, total) of one session from all its emissions (provisional ones included)."""
+    if mode == "accumulating":
+        (final,) = [e for e in rows if e[5] == "final"]
+        return final[3], final[4]
+    n, t = 0, 0.0
+    for e in rows:
+        sign = -1 if e[5] == "retraction" else 1
+        n, t = n + sign * e[3], t + sign * (0.0 if e[4] != e[4] or e[4] is None else e[4])
+    return n, t
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("accumulating", [(0, 12, 3, 7.0, "provisional", 0), (0, 14, 5, 31.0, "final", 0),
+                          (0, 14, 5, 31.0, "provisional", 0)]),
+        ("discarding", [(0, 12, 3, 7.0, "provisional", 0), (0, 14, 0, None, "final", 0),  # owed, empty
+                        (0, 14, 2, 24.0, "provisional", 0)]),
+        ("retracting", [(0, 12, 3, 7.0, "provisional", 0), (0, 12, 3, 7.0, "retraction", 0),
+                        (0, 14, 5, 31.0, "final", 0), (0, 14, 5, 31.0, "provisional", 0),
+                        (0, 14, 5, 31.0, "retraction", 0)]),
+    ],
+)
+def test_early_firings_in_each_mode_fold_to_the_batch_value(spark, mode, expected):
+    # L = 100s keeps every session open until the drain; "every 2 rows" is due after the first
+    # step (3 pending) and the third (2 pending since the provisional), not after the second.
+    cfg = session_config(bound="100s", mode=mode)
+    cfg["trigger"] = {"early": "every 2 rows"}
+    o = run_scenario(spark, cfg, EARLY, cuts=[3, 4])
+    got = [(e[1], e[2], e[3], None if e[4] != e[4] else e[4], e[5], e[6]) for e in emitted(o, "total")]
+    assert got == expected
+    assert signed_fold(emitted(o, "total"), mode) == (5, 31.0)  # the batch recomputation: 1+2+4+8+16
+    assert (o.summary["windows_fired"], o.summary["revisions"], o.summary["balanced"]) == (1, 0, True)

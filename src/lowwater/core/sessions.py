@@ -30,7 +30,9 @@ proto-window and those sessions is one interval.
 4. **Drain**: ``advance(POS_INF)`` fires everything and frees everything.
 5. **Early firings** (optional): :meth:`SessionMachine.early` emits
    ``provisional`` values of open sessions (``end > W``) with pending rows
-   for which the trigger is due.
+   for which the trigger is due. A session whose last emission was
+   provisional still fires its ``final`` (or revision) when ``W >= end``,
+   even with nothing pending (in discarding mode that emission is empty).
 
 Aggregates are kept as mergeable partials, a flat list per session:
 ``[n, s0, mn0, mx0, nn0, s1, ...]`` (row count; per value column sum, min,
@@ -130,6 +132,7 @@ class Session:
     last_rev: int = NEVER
     outstanding: list[Emitted] = field(default_factory=list)
     pending_since_us: int | None = None
+    provisional: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +184,7 @@ class SessionMachine:
         self.emissions: list[Emission] = []
         self.too_late: list[TooLate] = []
         self.counts = [0, 0, 0]
+        self.now_us: int | None = None  # processing time of the current step (early firings' clock)
 
     # -- state in and out --------------------------------------------------------
 
@@ -245,6 +249,7 @@ class SessionMachine:
                 if s.last_rev > new.last_rev:
                     new.last_rev = s.last_rev
                 new.outstanding.extend(s.outstanding)
+                new.provisional = new.provisional or s.provisional
                 if s.pending_since_us is not None and (
                     new.pending_since_us is None or s.pending_since_us < new.pending_since_us
                 ):
@@ -276,6 +281,7 @@ class SessionMachine:
         (0 before the first final). ``now_us`` is processing time; a session
         that has pending rows and no clock yet starts waiting now.
         """
+        self.now_us = now_us
         for key, ss in self.sessions.items():
             for s in ss:
                 if s.end_us <= w_us or s.pending[0] == 0:
@@ -290,7 +296,7 @@ class SessionMachine:
         freed = False
         for s in ss:
             if s.end_us <= w_us:
-                if s.pending[0]:
+                if s.pending[0] or s.provisional:
                     if s.last_rev == NEVER:
                         self._emit(key, s, FINAL, 0)
                     else:
@@ -314,8 +320,9 @@ class SessionMachine:
         self.emissions.append(Emission(key, s.start_us, s.end_us, value, kind, revision))
         if kind != PROVISIONAL:
             s.last_rev = revision
+        s.provisional = kind == PROVISIONAL
         s.pending = empty_agg(self.n_values)
-        s.pending_since_us = None
+        s.pending_since_us = self.now_us
 
 
 def agg_values(agg: Sequence, n_values: int) -> list:

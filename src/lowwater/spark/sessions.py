@@ -75,7 +75,8 @@ def state_schema(layout: StateLayout) -> T.StructType:
     fields += [
         T.StructField("_rev", T.LongType()),
         T.StructField("_retract", T.StringType()),  # JSON [[start, end, revision, agg], ...] (retracting mode)
-        T.StructField("_since", T.LongType()),  # processing time the session became pending (early firings)
+        T.StructField("_since", T.LongType()),  # where the early trigger's processing-time clock starts
+        T.StructField("_prov", T.BooleanType()),  # the last emission was provisional: the final is still owed
     ]
     return T.StructType(fields)
 
@@ -133,12 +134,12 @@ def make_session_step(
             return
         sel = pa.array(idx)
         col = {c: t.column(c).take(sel).to_pylist() for c in
-               ["window_start", "window_end", *agg_names, *pend_names, "_rev", "_retract", "_since"]}
+               ["window_start", "window_end", *agg_names, *pend_names, "_rev", "_retract", "_since", "_prov"]}
         aggs = list(zip(*[col[c] for c in agg_names], strict=True))
         pends = list(zip(*[col[c] for c in pend_names], strict=True))
         for j, g in enumerate(gid[idx].tolist()):
             s = Session(col["window_start"][j], col["window_end"][j], list(aggs[j]), list(pends[j]),
-                        col["_rev"][j], pending_since_us=col["_since"][j])
+                        col["_rev"][j], pending_since_us=col["_since"][j], provisional=bool(col["_prov"][j]))
             if col["_retract"][j]:
                 s.outstanding = [Emitted(a, b, r, tuple(v)) for a, b, r, v in json.loads(col["_retract"][j])]
             m.load(g, s)
@@ -155,6 +156,7 @@ def make_session_step(
         rep_of = np.zeros(int(uniq.max()) + 1 if len(uniq) else 0, dtype=np.int64)
         rep_of[uniq] = rep
         m = SessionMachine(gap_us, grace_us, nv, accumulation)
+        m.now_us = now_us
         load_state(t, np.flatnonzero(role == 0), gid, m)
         ridx = np.flatnonzero(role == 1)
         if len(ridx):
@@ -217,6 +219,7 @@ def make_session_step(
                 [json.dumps([[o.start_us, o.end_us, o.revision, list(o.agg)] for o in s.outstanding])
                  if s.outstanding else None for _, s in live], pa.string())
             cols["_since"] = pa.array([s.pending_since_us for _, s in live], pa.int64())
+            cols["_prov"] = pa.array([s.provisional for _, s in live], pa.bool_())
             cols["_out"] = pa.array(["S"] * len(live), pa.string())
             yield shaped(cols, len(live))
         late = m.take_too_late()
