@@ -126,6 +126,7 @@ def _replay_config(
     slide: str | None,
     idle_timeout: str | None,
     partitions: str | None,
+    gap: str | None = None,
 ):  # noqa: ANN202
     """A pipeline configuration for the replay: ``--config`` first, flags override."""
     import tomllib
@@ -155,13 +156,22 @@ def _replay_config(
     if partitions is not None:
         wm["partitions"] = _split(partitions)
     win = data.setdefault("window", {})
+    if gap is not None:
+        if window is not None or slide is not None:
+            raise ConfigError("--gap (session windows) cannot be combined with --window/--slide")
+        for k in ("size", "slide", "offset"):
+            win.pop(k, None)
+        win["type"] = "session"
+        win["gap"] = gap
     if window is not None:
+        win.pop("gap", None)
         win["size"] = window
         win["type"] = "hopping" if slide else "tumbling"
     if slide is not None:
         win["slide"] = slide
         win["type"] = "hopping"
-    win.setdefault("size", "10s")
+    if win.get("type") != "session":
+        win.setdefault("size", "10s")
     if key is not None:
         win["key"] = _split(key)
     win.pop("aggregations", None)
@@ -185,6 +195,9 @@ def whatif(
     time_unit: Annotated[str | None, typer.Option("--time-unit", help="s | ms | us")] = None,
     window: Annotated[str | None, typer.Option("--window", help="Window size, e.g. 10s.")] = None,
     slide: Annotated[str | None, typer.Option("--slide", help="Hopping slide, e.g. 1m.")] = None,
+    gap: Annotated[
+        str | None, typer.Option("--gap", help="Session windows with this gap, e.g. 30s (not with --window).")
+    ] = None,
     lateness: Annotated[str, typer.Option("--lateness", help="Bounds L to try.")] = "0s,2s,5s,10s,20s,40s",
     allowed_lateness: Annotated[str, typer.Option("--allowed-lateness", help="Graces G to try.")] = "0s",
     idle_timeout: Annotated[str | None, typer.Option("--idle-timeout")] = None,
@@ -205,7 +218,7 @@ def whatif(
 
     try:
         cfg = _replay_config(input_path, config, fmt, event_time, arrival_time, partition, offset, key,
-                             time_unit, window, slide, idle_timeout, partitions)
+                             time_unit, window, slide, idle_timeout, partitions, gap)
         bounds = [to_duration_us(x) for x in _split(lateness)]
         graces = [to_duration_us(x) for x in _split(allowed_lateness)]
         budget = to_duration_us(latency_budget) / 1e6 if latency_budget else None

@@ -6,7 +6,10 @@ dead-letter rules), projects the compact columns (partition, event µs, arrival
 range-partitioned sort, and streams them, in order, through one task
 (``coalesce(1)`` keeps the sort order) running the core
 :class:`~lowwater.core.sweep.LatenessSweep` chunk by chunk. Every L is one
-vectorised scan of each chunk; every G reuses that scan. Nothing but the
+vectorised scan of each chunk; every G reuses that scan. Session windows
+(``window.type = "session"``) run :class:`~lowwater.core.session_sweep.SessionSweep`
+instead: the engine's session state machine once per (L, G), over the same
+single watermark scan. Nothing but the
 compact columns reaches Python, and one small row per (L, G) comes back.
 """
 
@@ -22,9 +25,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lowwater.config import PipelineConfig
+from lowwater.core.session_sweep import SessionSweep
 from lowwater.core.sweep import LatenessSweep
 from lowwater.core.watermarks import WatermarkStrategy
-from lowwater.core.windows import WindowAssigner
+from lowwater.core.windows import SessionWindows, WindowAssigner
 from lowwater.io.files import PARSE_CONF, read_batch, resolve_schema
 from lowwater.spark.parse import normalise
 
@@ -60,7 +64,8 @@ def arrival_sorted(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
 
 def _sweep_fn(strategy: WatermarkStrategy, assigner: WindowAssigner, spec: SweepSpec, has_arrival: bool):  # noqa: ANN202
     def sweep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        s = LatenessSweep(strategy, assigner, spec.bounds_us, spec.graces_us)
+        sweep_cls = SessionSweep if isinstance(assigner, SessionWindows) else LatenessSweep
+        s = sweep_cls(strategy, assigner, spec.bounds_us, spec.graces_us)
         pending: list[pa.RecordBatch] = []
         size = 0
 

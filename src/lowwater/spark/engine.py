@@ -46,6 +46,8 @@ from lowwater.io.files import CORRUPT, PARSE_CONF, read_stream, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
 from lowwater.spark.parse import normalise
+from lowwater.spark.sessions import SessionSteps
+from lowwater.spark.sessions import state_schema as session_state_schema
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.windowing import StateLayout, step_windows
 from lowwater.time import NEG_INF, POS_INF, format_ts, to_datetime
@@ -138,6 +140,10 @@ class Engine:
             aggregations=cfg.window.aggregations,
         )
         self.store = BucketStateStore(spark, f"{self.lw_dir}/state", self.layout.schema())
+        self.sessions: SessionSteps | None = None
+        if cfg.window.is_session:  # session windows: their own keyed pass and state (spark/sessions.py)
+            self.sessions = SessionSteps(self)
+            self.store = BucketStateStore(spark, f"{self.lw_dir}/state", session_state_schema(self.layout))
         self.outputs = ParquetOutputs(spark, cfg.output.path)
         self.assigner = cfg.window.assigner()
         self.reports: list[StepReport] = []
@@ -201,7 +207,10 @@ class Engine:
                 self._write_dead_letters(parsed, step)
             else:
                 self.outputs.clear("dead_letter", step)
-            report = self._fold(parsed, plan, tracker, prev, step, spark_batch, cache)
+            if self.sessions is not None:  # session windows (spark/sessions.py)
+                report = self.sessions.step(parsed, plan, prev, step, spark_batch, cache)
+            else:
+                report = self._fold(parsed, plan, tracker, prev, step, spark_batch, cache)
         finally:
             for c in cache:
                 c.unpersist()
@@ -453,6 +462,8 @@ class Engine:
 
     def drain(self) -> Manifest:
         """Bounded input exhausted: ``W`` becomes +infinity and every open window fires."""
+        if self.sessions is not None:  # session windows (spark/sessions.py)
+            return self.sessions.drain()
         prev = self.store.latest()
         if prev.drained and prev.tracker is not None and prev.tracker.get("watermark_us", 0) >= POS_INF:
             return prev
