@@ -265,3 +265,27 @@ def test_fold_property_with_random_cuts(spark, early, as_rows, case):
         assert all(e.revision == 0 for es in windows.values() for e in es if e.kind == EmissionKind.PROVISIONAL)
     # The same trigger and cuts make the same provisionals in every mode.
     assert fired_early % 3 == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "early", "extra"),
+    [
+        ("accumulating", None, []),  # no trigger: the state is exactly what it was before early firings
+        ("retracting", None, []),
+        ("discarding", None, []),
+        ("accumulating", "every 5 rows", ["_pn"]),
+        ("discarding", "every 5 rows", ["_pn", "_p_s0", "_p_mn0", "_p_mx0", "_p_nn0"]),
+        ("retracting", "every 5 rows", ["_pn", "_e_n", "_e_s0", "_e_mn0", "_e_mx0", "_e_nn0"]),
+        ("accumulating", "every 5s", ["_pn", "_since", "_due"]),
+    ],
+)
+def test_state_layout_grows_only_with_a_trigger(mode, early, extra):
+    from pyspark.sql import types as T
+
+    from lowwater.core.aggregates import AggSpec
+    from lowwater.spark.windowing import StateLayout
+
+    layout = StateLayout(("key",), (T.StringType(),), ("amount",), (AggSpec.parse("total", "sum(amount)"),),
+                         accumulation=mode, early=EarlyTrigger.parse(early) if early else None)
+    base = ["key", "window_start", "window_end", "_n", "_s0", "_mn0", "_mx0", "_nn0", "_fired", "_rev"]
+    assert layout.schema().fieldNames() == base + extra

@@ -272,9 +272,10 @@ class Engine:
         # The early trigger is evaluated at the step's watermark, at this processing time.
         now_us = self.clock()
         early = self.cfg.early
+        waiting: set[int] = set()
         if early is not None and early.every_us is not None:
             # Open buckets whose longest-waiting window may be due with no new rows.
-            to_fire |= {
+            waiting = {
                 b for b, info in prev.buckets.items()
                 if not info.fired and info.pending_since_us is not None
                 and now_us - info.pending_since_us >= early.every_us
@@ -286,7 +287,7 @@ class Engine:
             "accounting": acc,
             "pair_counts": np.bincount(j.verdict.astype(np.int64), minlength=3),
             "lookup": (rid_sorted[by_rid], j.watermark_us[by_rid], j.seq[by_rid]),
-            "read": touched | to_fire,
+            "read": touched | to_fire | waiting,
             "buckets": {},
             "watermark": w_new,
             "clock": int(arrival.max()) if arrival is not None and n else None,
