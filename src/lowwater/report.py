@@ -17,6 +17,8 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
         t.add_row(k, f"{summary[k]:,}{share}")
     t.add_row("windows fired", f"{summary['windows_fired']:,}")
     t.add_row("revisions", f"{summary['revisions']:,}")
+    if summary.get("provisionals"):
+        t.add_row("provisional (early)", f"{summary['provisionals']:,}")
     t.add_row("completeness", f"{summary['completeness']:.4%}")
     t.add_row("final watermark", str(summary["final_watermark"]))
     t.add_row("accounting balanced", "yes" if summary["balanced"] else "[red]NO[/]")

@@ -35,7 +35,8 @@ PAYLOAD = "_in_"
 def contrib_schema(layout: StateLayout, payload: list[T.StructField] | None) -> T.StructType:
     """Schema of the frames :func:`make_contribute` yields."""
     state = layout.schema()
-    fields = [f for f in state.fields if f.name not in ("_fired", "_rev")]
+    own = {*layout.window_cols, *layout.partial_cols()}
+    fields = [f for f in state.fields if f.name in own]
     fields += [
         T.StructField("_kind", T.StringType()),
         T.StructField("_seq", T.LongType()),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -54,7 +55,10 @@ from lowwater.time import NEG_INF, POS_INF, format_ts, to_datetime
 
 log = logging.getLogger("lowwater")
 
-TOTAL_KEYS = ("rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped", "windows_fired", "revisions")
+TOTAL_KEYS = (
+    "rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped", "windows_fired", "revisions",
+    "provisionals",
+)
 
 METRICS_SCHEMA = T.StructType([
     T.StructField("spark_batch", T.LongType()),
@@ -104,6 +108,7 @@ class StepReport:
     watermark_us: int
     windows_fired: int = 0
     revisions: int = 0
+    provisionals: int = 0  # early firings (not part of the determinism guarantee)
     open_windows: int = 0
     state_bytes: int = 0
     duration_s: float = 0.0
@@ -122,6 +127,11 @@ def _ts(us: int) -> datetime | None:
     return to_datetime(us)
 
 
+def wall_clock_us() -> int:
+    """Processing time (µs since the epoch): what an ``every <duration>`` early trigger measures."""
+    return time.time_ns() // 1000
+
+
 class Engine:
     """Runs one pipeline configuration on a SparkSession."""
 
@@ -138,6 +148,8 @@ class Engine:
             key_types=tuple(types[k] for k in cfg.window.key),
             values=tuple(cfg.window.value_columns),
             aggregations=cfg.window.aggregations,
+            accumulation=cfg.window.accumulation,
+            early=cfg.early,
         )
         self.store = BucketStateStore(spark, f"{self.lw_dir}/state", self.layout.schema())
         self.sessions: SessionSteps | None = None
@@ -147,6 +159,7 @@ class Engine:
         self.outputs = ParquetOutputs(spark, cfg.output.path)
         self.assigner = cfg.window.assigner()
         self.reports: list[StepReport] = []
+        self.clock: Callable[[], int] = wall_clock_us  # injectable (tests)
         self._error: BaseException | None = None
 
     # -- running -------------------------------------------------------------------
@@ -185,6 +198,7 @@ class Engine:
     def process_batch(self, df: DataFrame, spark_batch: int) -> StepReport:
         """Process one micro-batch as one step (idempotent per Spark batch id)."""
         t0 = time.monotonic()
+        admit_us = self.clock()  # processing time at which this step's rows are admitted
         cfg = self.cfg
         prev = self.store.latest(before_spark_batch=spark_batch)
         step = prev.step + 1
@@ -201,6 +215,7 @@ class Engine:
             compact = parsed.select(*self._compact_columns()).toArrow()
             t_collect = time.monotonic()
             plan = self._plan(compact, tracker, prev)
+            plan["admit_us"] = admit_us
             t_plan = time.monotonic()
             n_dead = plan["dead"]
             if n_dead:
@@ -263,6 +278,17 @@ class Engine:
         w_new = tracker.watermark_us
         touched = set(np.unique(j.pairs.end[j.verdict < Lateness.TOO_LATE]).tolist())
         to_fire = {b for b, info in prev.buckets.items() if not info.fired and b <= w_new}
+        # The early trigger is evaluated at the step's watermark, at this processing time.
+        now_us = self.clock()
+        early = self.cfg.early
+        waiting: set[int] = set()
+        if early is not None and early.every_us is not None:
+            # Open buckets whose longest-waiting window may be due with no new rows.
+            waiting = {
+                b for b, info in prev.buckets.items()
+                if not info.fired and info.pending_since_us is not None
+                and now_us - info.pending_since_us >= early.every_us
+            }
         rid_sorted = rid[order]
         by_rid = np.argsort(rid_sorted, kind="stable")
         return {
@@ -270,10 +296,11 @@ class Engine:
             "accounting": acc,
             "pair_counts": np.bincount(j.verdict.astype(np.int64), minlength=3),
             "lookup": (rid_sorted[by_rid], j.watermark_us[by_rid], j.seq[by_rid]),
-            "read": touched | to_fire,
+            "read": touched | to_fire | waiting,
             "buckets": {},
             "watermark": w_new,
             "clock": int(arrival.max()) if arrival is not None and n else None,
+            "now_us": now_us,
         }
 
     def _write_dead_letters(self, parsed: DataFrame, step: int) -> None:
@@ -358,31 +385,36 @@ class Engine:
         state = self.store.read(prev, read)
         emit_wm = w_new if NEG_INF < w_new < POS_INF else None
         emitted, new_state = step_windows(
-            self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation
+            self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
+            now_us=plan["now_us"], admit_us=plan.get("admit_us", plan["now_us"]),
         )
-        fired = revisions = 0
+        fired = revisions = provisionals = 0
         if emitted is not None:
             obs = Observation(f"emit_{step}")
             emitted = emitted.observe(
                 obs,
                 F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"),
                 F.sum(F.when(F.col("kind") == "revision", 1).otherwise(0)).alias("revisions"),
+                F.sum(F.when(F.col("kind") == "provisional", 1).otherwise(0)).alias("provisionals"),
             )
             t_r = time.monotonic()
             self.outputs.write("results", step, emitted)
             log.debug("step %d: results %.2fs", step, time.monotonic() - t_r)
             got = obs.get
             fired, revisions = int(got.get("finals") or 0), int(got.get("revisions") or 0)
+            provisionals = int(got.get("provisionals") or 0)
         else:
             self.outputs.clear("results", step)
         t_s = time.monotonic()
         written = self.store.write(step, new_state) if new_state is not None else {}
+        waiting = self.store.column_min(step, "_due") if written and self.layout.timed else {}
         log.debug("step %d: state write %.2fs", step, time.monotonic() - t_s)
         buckets = {
             b: info for b, info in prev.buckets.items() if b not in read and b + grace > w_new
         }
         for b, (rows, size) in written.items():
-            buckets[b] = Bucket(version=step, fired=b <= w_new, rows=rows, bytes=size)
+            buckets[b] = Bucket(version=step, fired=b <= w_new, rows=rows, bytes=size,
+                                pending_since_us=waiting.get(b))
         plan["buckets"] = buckets
         return StepReport(
             step=step,
@@ -391,6 +423,7 @@ class Engine:
             watermark_us=w_new,
             windows_fired=fired,
             revisions=revisions,
+            provisionals=provisionals,
             open_windows=sum(b.rows for b in buckets.values()),
             state_bytes=sum(b.bytes for b in buckets.values()),
             extra={"clock": plan["clock"]},
@@ -402,6 +435,7 @@ class Engine:
             totals[k] += v
         totals["windows_fired"] += report.windows_fired
         totals["revisions"] += report.revisions
+        totals["provisionals"] += report.provisionals
         self._write_metrics(report, tracker)
         _fault("before_commit", report.step)
         manifest = Manifest(
@@ -477,13 +511,16 @@ class Engine:
         try:
             to_fire = {b for b, info in prev.buckets.items() if not info.fired}
             state = self.store.read(prev, to_fire)
+            # Every open window fires (W = +inf), so the drain emits no provisional; the
+            # finals carry what the accumulation mode says (e.g. discarding: the pending rows).
             emitted, _ = step_windows(
-                self.layout, state, None, None, POS_INF, self.cfg.window.allowed_lateness_us, None, step, cache
+                self.layout, state, None, None, POS_INF, self.cfg.window.allowed_lateness_us, None, step, cache,
+                now_us=self.clock(),
             )
             fired = 0
             if emitted is not None:
                 obs = Observation(f"drain_{step}")
-                emitted = emitted.observe(obs, F.count(F.lit(1)).alias("finals"))
+                emitted = emitted.observe(obs, F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"))
                 self.outputs.write("results", step, emitted)
                 fired = int(obs.get.get("finals") or 0)
             else:

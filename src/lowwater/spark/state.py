@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from lowwater.spark.fs import HadoopFS
@@ -38,6 +39,9 @@ class Bucket:
     fired: bool
     rows: int
     bytes: int = 0
+    # Processing-time early trigger only: the earliest ``_due`` of its windows (when
+    # the longest-waiting window with pending rows started waiting), None if none.
+    pending_since_us: int | None = None
 
 
 @dataclass
@@ -128,6 +132,29 @@ class BucketStateStore:
         target = f"{self.root}/v{step:012d}"
         df.write.mode("overwrite").partitionBy("_bucket").parquet(target)
         return self._bucket_stats(target)
+
+    def column_min(self, step: int, column: str) -> dict[int, int | None]:
+        """Per bucket of version ``step``, the min of a long ``column`` (None when all null).
+
+        Read from the Parquet footers' statistics when local (no Spark job).
+        """
+        target = f"{self.root}/v{step:012d}"
+        local = target[len("file:"):] if target.startswith("file:") else target
+        if "://" not in target and Path(local).is_dir():
+            out: dict[int, int | None] = {}
+            for d in Path(local).glob("_bucket=*"):
+                lows = []
+                for f in d.glob("*.parquet"):
+                    md = pq.read_metadata(f)
+                    j = md.schema.names.index(column)
+                    for g in range(md.num_row_groups):
+                        st = md.row_group(g).column(j).statistics
+                        if st is not None and st.has_min_max:
+                            lows.append(int(st.min))
+                out[int(d.name.split("=", 1)[1])] = min(lows) if lows else None
+            return out
+        rows = self.spark.read.parquet(target).groupBy("_bucket").agg(F.min(column).alias("m")).collect()
+        return {int(r["_bucket"]): None if r["m"] is None else int(r["m"]) for r in rows}
 
     def _bucket_stats(self, target: str) -> dict[int, tuple[int, int]]:
         """Rows and bytes per written bucket, from the Parquet footers (no Spark job when local)."""

@@ -1,18 +1,38 @@
-"""Window state transitions on Spark: merge, fire, revise, free.
+"""Window state transitions on Spark: merge, fire early, fire, revise, free.
 
 The per-row verdicts come from ``lowwater.core``; this module only folds them
 into mergeable aggregates with Spark SQL (so the work is distributed by key)
 and applies the firing rules of SEMANTICS.md §4 at the step's watermark:
 
 * ``base``      = stored state ⊕ this step's on-time partials, per (key, window);
+* ``provisional`` (only with an early trigger) = open windows of ``base``
+  (not fired, end > W) whose pending rows make the trigger due;
 * ``finals``    = windows of ``base`` not fired yet whose end <= W: revision 0;
 * ``revisions`` = one per late-update row, in arrival order (``_seq``):
   ``base ⊕ late rows up to and including it``, numbered after the stored one;
 * ``new state`` = ``base ⊕ all late rows``, minus windows whose grace passed.
 
+What each emission carries per accumulation mode is the rule of
+``core/panes.py`` (:class:`~lowwater.core.panes.Pane`), applied here to all
+windows of a step at once.
+
 State columns: the key columns, ``window_start``/``window_end`` (µs), ``_n``
 (rows), per value column ``i``: ``_s{i}`` sum, ``_mn{i}`` min, ``_mx{i}`` max,
 ``_nn{i}`` non-null count, and ``_fired``, ``_rev`` (last revision number).
+With an early trigger only (none of these exist without one):
+
+* ``_pn``: rows admitted since the window's last emission;
+* ``discarding``: ``_p_s{i}``, ``_p_mn{i}``, ``_p_mx{i}``, ``_p_nn{i}``, the
+  partial of those pending rows (what the next emission carries);
+* ``retracting``: ``_e_n``, ``_e_s{i}``, ... the full value of the last
+  emission (what the next one retracts; null before the first);
+* ``every <duration>``: ``_since`` (µs of processing time of the last emission,
+  or of the step that first gave the window pending rows) and ``_due``
+  (``_since`` while rows are pending, else null; its min per bucket goes into
+  the manifest, so a step reads a waiting bucket only when it may be due).
+
+Once a window has fired its full value is its last emitted value, so the extra
+columns are reset (``_pn = 0``, the rest null) and revisions work as before.
 """
 
 from __future__ import annotations
@@ -24,8 +44,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.core.aggregates import AggSpec
+from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
 
 SEQ_BASE = -(2**62)
+
+
+def _merge_fn(col: str):  # noqa: ANN202 - a pyspark aggregate function
+    """How a partial column combines: counts and sums add, mins and maxes fold."""
+    name = col.split("_")[-1].rstrip("0123456789")
+    return {"mn": F.min, "mx": F.max, "since": F.min}.get(name, F.sum)
 
 
 @dataclass(frozen=True)
@@ -36,6 +63,8 @@ class StateLayout:
     key_types: tuple[T.DataType, ...]
     values: tuple[str, ...]
     aggregations: tuple[AggSpec, ...]
+    accumulation: str = AccumulationMode.ACCUMULATING.value
+    early: EarlyTrigger | None = None
 
     @property
     def window_cols(self) -> list[str]:
@@ -47,40 +76,153 @@ class StateLayout:
             cols += [f"_s{i}", f"_mn{i}", f"_mx{i}", f"_nn{i}"]
         return cols
 
+    # -- early-trigger state (empty without a trigger) -------------------------------
+
+    @property
+    def pending_partial(self) -> bool:
+        """Discarding with early firings keeps the partial of the rows since the last emission."""
+        return self.early is not None and self.accumulation == AccumulationMode.DISCARDING
+
+    @property
+    def emitted_partial(self) -> bool:
+        """Retracting with early firings keeps the last emitted full value."""
+        return self.early is not None and self.accumulation == AccumulationMode.RETRACTING
+
+    @property
+    def timed(self) -> bool:
+        return self.early is not None and self.early.every_us is not None
+
+    @staticmethod
+    def pending_of(col: str) -> str:
+        """The pending-partial column of a partial column (``_n`` -> ``_pn``, ``_s0`` -> ``_p_s0``)."""
+        return "_pn" if col == "_n" else f"_p{col}"
+
+    @staticmethod
+    def emitted_of(col: str) -> str:
+        return f"_e{col}"
+
+    def extra_cols(self) -> list[str]:
+        """Early-trigger state columns that are merged like partials (``_due`` is derived, not merged)."""
+        if self.early is None:
+            return []
+        cols = ["_pn"]
+        if self.pending_partial:
+            cols += [self.pending_of(c) for c in self.partial_cols()[1:]]
+        if self.emitted_partial:
+            cols += [self.emitted_of(c) for c in self.partial_cols()]
+        if self.timed:
+            cols.append("_since")
+        return cols
+
+    def merge_cols(self) -> list[str]:
+        return [*self.window_cols, *self.partial_cols(), *self.extra_cols(), "_fired", "_rev"]
+
     def schema(self) -> T.StructType:
+        types = {"_n": T.LongType(), "_pn": T.LongType(), "_since": T.LongType(), "_due": T.LongType()}
+        for i in range(len(self.values)):
+            types.update({f"_s{i}": T.DoubleType(), f"_mn{i}": T.DoubleType(), f"_mx{i}": T.DoubleType(),
+                          f"_nn{i}": T.LongType()})
+        for c in self.partial_cols():
+            types.setdefault(self.pending_of(c), types[c])
+            types[self.emitted_of(c)] = types[c]
         fields = [T.StructField(k, t, True) for k, t in zip(self.keys, self.key_types, strict=True)]
         fields += [T.StructField("window_start", T.LongType()), T.StructField("window_end", T.LongType())]
-        fields.append(T.StructField("_n", T.LongType()))
-        for i in range(len(self.values)):
-            fields += [
-                T.StructField(f"_s{i}", T.DoubleType()),
-                T.StructField(f"_mn{i}", T.DoubleType()),
-                T.StructField(f"_mx{i}", T.DoubleType()),
-                T.StructField(f"_nn{i}", T.LongType()),
-            ]
+        fields += [T.StructField(c, types[c]) for c in self.partial_cols()]
         fields += [T.StructField("_fired", T.BooleanType()), T.StructField("_rev", T.LongType())]
+        fields += [T.StructField(c, types[c]) for c in self.extra_cols()]
+        if self.timed:
+            fields.append(T.StructField("_due", T.LongType()))
         return T.StructType(fields)
 
-    def as_state_partials(self, partials: DataFrame) -> DataFrame:
-        """On-time partials as state rows: not fired, revision 0."""
-        return partials.withColumn("_fired", F.lit(False)).withColumn("_rev", F.lit(0).cast("long"))
+    def _extras(self, fresh: dict[str, Column]) -> list[Column]:
+        """The extra columns of rows entering the state; those not in ``fresh`` are null (0 for counts)."""
+        out = []
+        for c in self.extra_cols():
+            zero = F.lit(0) if c == "_pn" or c.startswith("_p_nn") else F.lit(None)
+            out.append(fresh.get(c, zero).cast(self.schema()[c].dataType).alias(c))
+        return out
+
+    def as_state_partials(self, partials: DataFrame, admit_us: int | None = None) -> DataFrame:
+        """On-time partials as state rows: not fired, revision 0, all of them pending since ``admit_us``."""
+        fresh: dict[str, Column] = {}
+        if self.early is not None:
+            fresh = {self.pending_of(c): F.col(c) for c in self.partial_cols()}
+            fresh["_since"] = F.lit(admit_us)
+        return partials.select(
+            *self.window_cols, *self.partial_cols(), F.lit(False).alias("_fired"), F.lit(0).cast("long").alias("_rev"),
+            *self._extras(fresh),
+        )
+
+    def as_state_late(self, late: DataFrame) -> DataFrame:
+        """Late-update pairs as state rows: fired, one revision each."""
+        return late.select(
+            *self.window_cols, *self.partial_cols(), F.lit(True).alias("_fired"), F.lit(1).cast("long").alias("_rev"),
+            *self._extras({}),
+        )
 
     def _merge_aggs(self, rev: Column) -> list[Column]:
-        aggs: list[Column] = [F.sum("_n").alias("_n")]
-        for i in range(len(self.values)):
-            aggs += [F.sum(f"_s{i}").alias(f"_s{i}"), F.min(f"_mn{i}").alias(f"_mn{i}"),
-                     F.max(f"_mx{i}").alias(f"_mx{i}"), F.sum(f"_nn{i}").alias(f"_nn{i}")]
+        aggs: list[Column] = [_merge_fn(c)(c).alias(c) for c in [*self.partial_cols(), *self.extra_cols()]]
         return [*aggs, F.bool_or("_fired").alias("_fired"), rev.alias("_rev")]
 
     def merge(self, parts: list[DataFrame]) -> DataFrame:
         """Combine partials of the same (key, window): sums add, mins/maxes fold."""
-        cols = [*self.window_cols, *self.partial_cols(), "_fired", "_rev"]
+        cols = self.merge_cols()
         union = parts[0].select(*cols)
         for p in parts[1:]:
             union = union.unionByName(p.select(*cols))
         return union.groupBy(*self.window_cols).agg(*self._merge_aggs(F.sum("_rev")))
 
+    def due(self, watermark_us: int, now_us: int | None) -> Column:
+        """Spark SQL mirror of :meth:`EarlyTrigger.is_due` for the open windows of ``base``."""
+        assert self.early is not None
+        open_ = ~F.col("_fired") & (F.col("window_end") > F.lit(watermark_us)) & (F.col("_pn") > 0)
+        if self.early.every_rows is not None:
+            return open_ & (F.col("_pn") >= F.lit(self.early.every_rows))
+        return open_ & (F.lit(now_us) - F.col("_since") >= F.lit(self.early.every_us))
+
+    def after_emission(self, base: DataFrame, fires: Column, now_us: int | None) -> DataFrame:
+        """Reset the early-trigger state of windows that emitted (``_early``) or fired this step."""
+        if self.early is None:
+            return base
+        early, done = F.col("_early"), fires | F.col("_fired")
+        out: list[Column] = [*self.window_cols, *self.partial_cols(), "_fired", "_rev"]
+        for c in self.extra_cols():
+            col = F.col(c)
+            if c == "_pn" or c.startswith("_p_nn"):
+                out.append(F.when(early | done, F.lit(0)).otherwise(col).cast("long").alias(c))
+            elif c == "_since":
+                out.append(F.when(done, F.lit(None)).when(early, F.lit(now_us)).otherwise(col).cast("long").alias(c))
+            elif c.startswith("_e"):
+                full = F.col(c[2:])
+                out.append(F.when(done, F.lit(None)).when(early, full).otherwise(col).cast(self.schema()[c].dataType)
+                           .alias(c))
+            else:  # the pending partial
+                out.append(F.when(early | done, F.lit(None)).otherwise(col).cast("double").alias(c))
+        return base.select(*out)
+
     # -- emissions -----------------------------------------------------------------
+
+    def panes(self, df: DataFrame, kind: str, watermark_us: int | None, step: int) -> list[DataFrame]:
+        """The rows a provisional or final emission of the windows of ``df`` (state rows) writes, per mode.
+
+        Without an early trigger a final always carries the full value (nothing
+        was emitted before it); with one, ``discarding`` carries the pending
+        partial (an empty final marks completeness) and ``retracting`` first
+        retracts the last emitted value, if any.
+        """
+        if self.pending_partial:
+            pending = df.select(
+                *self.window_cols, *[F.col(self.pending_of(c)).alias(c) for c in self.partial_cols()]
+            )
+            return [self.emission(pending, kind, F.lit(0), watermark_us, step)]
+        out = []
+        if self.emitted_partial:
+            prev = df.filter(F.col("_e_n").isNotNull()).select(
+                *self.window_cols, *[F.col(self.emitted_of(c)).alias(c) for c in self.partial_cols()]
+            )
+            out.append(self.emission(prev, EmissionKind.RETRACTION.value, F.lit(0), watermark_us, step))
+        out.append(self.emission(df, kind, F.lit(0), watermark_us, step))
+        return out
 
     def emission(self, df: DataFrame, kind: str, revision: Column, watermark_us: int | None, step: int) -> DataFrame:
         """Shape a partial-aggregate frame as result rows."""
@@ -114,24 +256,43 @@ def step_windows(
     emit_watermark_us: int | None,
     step: int,
     cache: list[DataFrame],
-    accumulation: str = "accumulating",
+    accumulation: str | None = None,
+    now_us: int | None = None,
+    admit_us: int | None = None,
 ) -> tuple[DataFrame | None, DataFrame | None]:
     """Apply one step: returns (emissions, new state with ``_bucket``).
 
     Frames this function persists are appended to ``cache``; the caller
-    unpersists them when the step is committed. ``accumulation`` says what a
-    revision carries: the full value (``accumulating``), only the late pair
-    (``discarding``), or the full value preceded by a ``retraction`` row of the
-    previous one (``retracting``).
+    unpersists them when the step is committed. The accumulation mode (the
+    layout's unless ``accumulation`` is given) says what an emission carries:
+    the full value (``accumulating``), only what arrived since the window's
+    previous emission (``discarding``), or the full value preceded by a
+    ``retraction`` row of the previous one (``retracting``). With an early
+    trigger (``layout.early``), open windows it makes due emit a
+    ``provisional`` result; ``now_us`` is the processing time the trigger is
+    evaluated at and ``admit_us`` the one this step's rows were admitted at.
     """
-    parts = [p for p in (state, layout.as_state_partials(on_time) if on_time is not None else None) if p is not None]
+    mode = accumulation or layout.accumulation
+    if mode != layout.accumulation and layout.early is not None:
+        msg = f"accumulation {mode!r} differs from the state layout's {layout.accumulation!r}"
+        raise ValueError(msg)
+    on_state = layout.as_state_partials(on_time, admit_us) if on_time is not None else None
+    parts = [p for p in (state, on_state) if p is not None]
     base = layout.merge(parts) if parts else None
     emissions: list[DataFrame] = []
+    fires = ~F.col("_fired") & (F.col("window_end") <= F.lit(watermark_us))
     if base is not None:
+        if layout.early is not None:
+            base = base.withColumn("_early", layout.due(watermark_us, now_us))
         base = base.persist()
         cache.append(base)
-        finals = base.filter(~F.col("_fired") & (F.col("window_end") <= F.lit(watermark_us)))
-        emissions.append(layout.emission(finals, "final", F.lit(0), emit_watermark_us, step))
+        if layout.early is not None:
+            early = base.filter(F.col("_early"))
+            emissions += layout.panes(early, EmissionKind.PROVISIONAL.value, emit_watermark_us, step)
+        if layout.early is not None:
+            emissions += layout.panes(base.filter(fires), EmissionKind.FINAL.value, emit_watermark_us, step)
+        else:
+            emissions.append(layout.emission(base.filter(fires), "final", F.lit(0), emit_watermark_us, step))
     late_p = late
     if late_p is not None:
         cols = [*layout.window_cols, *layout.partial_cols()]
@@ -159,12 +320,12 @@ def step_windows(
             *layout.window_cols, *partial, *folded(w, "cum"), *folded(before, "prev"),
             revision.alias("_revision"), "_is_late",
         ).filter(F.col("_is_late") == 1)
-        if accumulation == "discarding":
+        if mode == AccumulationMode.DISCARDING:
             # Only what arrived since the previous emission: the late pair itself.
             value = revised.select(*layout.window_cols, *partial, "_revision")
         else:
             value = revised.select(*layout.window_cols, *[F.col(f"cum{c}").alias(c) for c in partial], "_revision")
-        if accumulation == "retracting":
+        if mode == AccumulationMode.RETRACTING:
             # Retract the previous full value (when there was one) before the new one.
             prev = revised.filter(F.col("prev_n") > 0).select(
                 *layout.window_cols, *[F.col(f"prev{c}").alias(c) for c in partial], "_revision"
@@ -178,15 +339,17 @@ def step_windows(
             emitted = emitted.unionByName(e)
     new_parts = []
     if base is not None:
-        new_parts.append(base)
+        new_parts.append(layout.after_emission(base, fires, now_us))
     if late_p is not None:
-        new_parts.append(late_p.withColumn("_fired", F.lit(True)).withColumn("_rev", F.lit(1).cast("long")))
+        new_parts.append(layout.as_state_late(late_p))
     if not new_parts:
         return emitted, None
     new_state = layout.merge(new_parts) if len(new_parts) > 1 or late_p is not None else new_parts[0]
     new_state = (
         new_state.withColumn("_fired", F.col("_fired") | (F.col("window_end") <= F.lit(watermark_us)))
         .filter(F.col("window_end") + F.lit(grace_us) > F.lit(watermark_us))
-        .withColumn("_bucket", F.col("window_end"))
     )
-    return emitted, new_state
+    if layout.timed:
+        new_state = new_state.withColumn("_due", F.when(~F.col("_fired") & (F.col("_pn") > 0), F.col("_since")))
+    names = [f.name for f in layout.schema().fields]
+    return emitted, new_state.select(*names, F.col("window_end").alias("_bucket"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,12 +127,14 @@ def run_scenario(
     drain: bool = True,
     workdir: Path | None = None,
     raw_lines: dict[int, list[str]] | None = None,
+    clock: Callable[[], int] | None = None,
 ) -> Outcome:
     """Run ``rows`` (arrival order) through the engine, one micro-batch per cut.
 
     ``cuts`` are the indices where a new micro-batch starts (default: one
     batch). ``raw_lines`` appends verbatim lines (e.g. malformed JSON) to the
-    file of the given batch.
+    file of the given batch. ``clock`` replaces the engine's processing-time
+    clock (µs), e.g. to drive an ``every <duration>`` early trigger.
     """
     from lowwater.io.files import read_batch
     from lowwater.spark.engine import Engine
@@ -149,6 +151,8 @@ def run_scenario(
         files.append(f)
     cfg = parse_config(config, base_dir=work)
     engine = Engine(cfg, spark)
+    if clock is not None:
+        engine.clock = clock
     for i, f in enumerate(files):
         engine.process_batch(read_batch(spark, cfg.source, engine.schema, path=str(f)), i)
     manifest = engine.drain() if drain else engine.store.latest()

@@ -1,0 +1,193 @@
+"""Panes of one (key, window): what each emission carries, per accumulation mode.
+
+A window's results reach the output as a sequence of *emissions* (panes):
+zero or more ``provisional`` ones while it is open (an early trigger,
+``core.triggers``), the on-time ``final`` when ``W >= end`` (revision 0), and
+one ``revision`` per late-update row (1, 2, ...). The accumulation mode says
+what each carries:
+
+* ``accumulating``: the window's full value so far, every time;
+* ``discarding``: only the rows admitted since the window's previous emission
+  (a ``final`` with nothing new since the last provisional is emitted anyway,
+  empty -- ``count = 0``, other aggregates null -- to mark completeness, as
+  Beam emits the on-time pane);
+* ``retracting``: before every emission that replaces an earlier one, a
+  ``retraction`` carrying the previously emitted full value and its revision,
+  then the new full value.
+
+:class:`Pane` is the reference state machine (pure Python, one value column);
+``spark/windowing.py`` applies the same rule to every (key, window) of a step
+with Spark SQL, and the tests hold the two together. :func:`fold` is the fold
+property: folding a window's emissions the way its mode prescribes gives the
+value of all its admitted rows.
+
+Times are integer µs of processing (wall-clock) time.
+
+    >>> p = Pane(AccumulationMode.DISCARDING, EarlyTrigger(every_rows=2))
+    >>> p.admit(Agg.of([1.0, 2.0]), now_us=0)
+    >>> [e.value.n for e in p.early(now_us=0)], [e.value.n for e in p.fire()]
+    ([2], [0])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
+
+
+def _add(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else a + b
+
+
+def _pick(a: float | None, b: float | None, f) -> float | None:  # noqa: ANN001
+    return b if a is None else a if b is None else f(a, b)
+
+
+@dataclass(frozen=True)
+class Agg:
+    """Mergeable aggregate of one value column: rows, sum, min, max (null when no value)."""
+
+    n: int = 0
+    total: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Agg:
+        out = cls()
+        for v in values:
+            out = out.merge(cls(1, v, v, v))
+        return out
+
+    def merge(self, other: Agg) -> Agg:
+        """Counts and sums add, mins and maxes fold; null is the identity."""
+        return Agg(self.n + other.n, _add(self.total, other.total), _pick(self.low, other.low, min),
+                   _pick(self.high, other.high, max))
+
+    def minus(self, other: Agg) -> Agg:
+        """Counts and sums only (what a retraction can undo); min/max are left null."""
+        total = (self.total or 0.0) - (other.total or 0.0)
+        return Agg(self.n - other.n, total)
+
+
+EMPTY = Agg()
+
+
+@dataclass(frozen=True)
+class Emission:
+    """One result row of a window: its kind, revision number and value."""
+
+    kind: EmissionKind
+    revision: int
+    value: Agg
+
+
+@dataclass
+class Pane:
+    """Emission state of one (key, window).
+
+    ``full`` is the value of every admitted row; ``pending`` the rows admitted
+    since the last emission (and ``pending_rows`` their count); ``emitted`` the
+    full value of the last emission (None before the first); ``since_us`` the
+    processing time of the last emission or, before the first, of the step in
+    which the window first got pending rows.
+    """
+
+    mode: AccumulationMode = AccumulationMode.ACCUMULATING
+    trigger: EarlyTrigger | None = None
+    full: Agg = EMPTY
+    pending: Agg = EMPTY
+    emitted: Agg | None = None
+    since_us: int | None = None
+    fired: bool = False
+    revision: int = 0
+    log: list[Emission] = field(default_factory=list)
+    _last_revision: int = 0  # revision of the last emission (what a retraction carries)
+
+    @property
+    def pending_rows(self) -> int:
+        return self.pending.n
+
+    def admit(self, value: Agg, now_us: int) -> None:
+        """On-time rows of an open window, admitted by the step that started at ``now_us``."""
+        if self.fired:
+            msg = "an on-time row for a fired window"
+            raise ValueError(msg)
+        if value.n == 0:
+            return
+        self.full = self.full.merge(value)
+        self.pending = self.pending.merge(value)
+        if self.since_us is None:
+            self.since_us = now_us
+
+    def is_due(self, now_us: int) -> bool:
+        """Whether the early trigger fires this open window at ``now_us``."""
+        if self.trigger is None or self.fired or self.since_us is None:
+            return False
+        return self.trigger.is_due(self.pending_rows, now_us - self.since_us)
+
+    def early(self, now_us: int) -> list[Emission]:
+        """End of a step at ``now_us`` while the window is open: a provisional, if due."""
+        if not self.is_due(now_us):
+            return []
+        out = self._emit(EmissionKind.PROVISIONAL, 0)
+        self.since_us = now_us
+        return out
+
+    def fire(self) -> list[Emission]:
+        """``W >= end``: the on-time final (none for a window without on-time rows)."""
+        if self.fired:
+            return []
+        self.fired = True
+        if self.full.n == 0:
+            return []
+        return self._emit(EmissionKind.FINAL, 0)
+
+    def late(self, row: Agg) -> list[Emission]:
+        """A late-update row of a fired window: the next revision."""
+        if not self.fired:
+            msg = "a late update for a window that has not fired"
+            raise ValueError(msg)
+        self.full = self.full.merge(row)
+        self.pending = self.pending.merge(row)
+        self.revision += 1
+        return self._emit(EmissionKind.REVISION, self.revision)
+
+    def _emit(self, kind: EmissionKind, revision: int) -> list[Emission]:
+        out: list[Emission] = []
+        if self.mode == AccumulationMode.DISCARDING:
+            out.append(Emission(kind, revision, self.pending))
+        else:
+            if self.mode == AccumulationMode.RETRACTING and self.emitted is not None:
+                out.append(Emission(EmissionKind.RETRACTION, self._last_revision, self.emitted))
+            out.append(Emission(kind, revision, self.full))
+        self.emitted = self.full
+        self._last_revision = revision
+        self.pending = EMPTY
+        self.log.extend(out)
+        return out
+
+
+def fold(emissions: Sequence[Emission], mode: AccumulationMode | str) -> Agg:
+    """The value a consumer gets by folding a window's emissions (in emission order) as ``mode`` prescribes.
+
+    accumulating: the last non-retraction emission; discarding: merge them all;
+    retracting: add the emissions and subtract the retractions (counts and sums).
+    """
+    mode = AccumulationMode(mode)
+    if mode == AccumulationMode.ACCUMULATING:
+        kept = [e for e in emissions if e.kind != EmissionKind.RETRACTION]
+        return kept[-1].value if kept else EMPTY
+    if mode == AccumulationMode.DISCARDING:
+        out = EMPTY
+        for e in emissions:
+            out = out.merge(e.value)
+        return out
+    n, total = 0, 0.0
+    for e in emissions:
+        sign = -1 if e.kind == EmissionKind.RETRACTION else 1
+        n += sign * e.value.n
+        total += sign * (e.value.total or 0.0)
+    return Agg(n, total)
