@@ -142,18 +142,26 @@ class Engine:
         self.assigner = cfg.window.assigner()
         self.reports: list[StepReport] = []
         self._error: BaseException | None = None
+        self.query = None
 
     # -- running -------------------------------------------------------------------
 
-    def run(self, once: bool = False, drain: bool = False) -> Manifest:
-        """Start the streaming query; with ``once`` stop when the input is consumed."""
+    def run(self, once: bool = False, drain: bool = False, trigger_interval: str | None = None) -> Manifest:
+        """Start the streaming query; with ``once`` stop when the input is consumed.
+
+        ``trigger_interval`` (e.g. ``"1 second"``; continuous runs only) starts a
+        micro-batch every interval (Spark's processing-time trigger) instead of
+        as soon as the previous one ends; ``self.query`` is the running query.
+        """
         stream = read_stream(self.spark, self.cfg.source, self.schema)
         writer = stream.writeStream.foreachBatch(self._foreach).option(
             "checkpointLocation", f"{self.cfg.output.checkpoint.rstrip('/')}/spark"
         )
         if once or drain:
             writer = writer.trigger(availableNow=True)
-        query = writer.start()
+        elif trigger_interval:
+            writer = writer.trigger(processingTime=trigger_interval)
+        query = self.query = writer.start()
         try:
             query.awaitTermination()
         except CapturedException:
@@ -254,6 +262,10 @@ class Engine:
         w_new = tracker.watermark_us
         touched = set(np.unique(j.pairs.end[j.verdict < Lateness.TOO_LATE]).tolist())
         to_fire = {b for b, info in prev.buckets.items() if not info.fired and b <= w_new}
+        on_time_ends = j.pairs.end[j.verdict == Lateness.ON_TIME]
+        # Does any window fire in this step (stored, or opened by this batch and closed by its own W)?
+        # If not and there are no late updates, the step emits nothing: no results job (see _fold).
+        fires = bool(to_fire) or bool((on_time_ends <= w_new).any())
         rid_sorted = rid[order]
         by_rid = np.argsort(rid_sorted, kind="stable")
         return {
@@ -262,6 +274,7 @@ class Engine:
             "pair_counts": np.bincount(j.verdict.astype(np.int64), minlength=3),
             "lookup": (rid_sorted[by_rid], j.watermark_us[by_rid], j.seq[by_rid]),
             "read": touched | to_fire,
+            "fires": fires,
             "buckets": {},
             "watermark": w_new,
             "clock": int(arrival.max()) if arrival is not None and n else None,
@@ -352,6 +365,10 @@ class Engine:
             self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation
         )
         fired = revisions = 0
+        if emitted is not None and not (plan["fires"] or n_late):
+            # Nothing can be emitted (no window reaches W, no late update): skip the results
+            # job, which would scan the merged state only to write an empty frame.
+            emitted = None
         if emitted is not None:
             obs = Observation(f"emit_{step}")
             emitted = emitted.observe(
