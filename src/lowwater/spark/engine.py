@@ -41,7 +41,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import TOO_LATE_REASON, Lateness, LatePolicy
-from lowwater.core.tracker import TrackerState, WatermarkTracker
+from lowwater.core.tracker import PartitionCodes, TrackerState, WatermarkTracker
 from lowwater.io.files import CORRUPT, PARSE_CONF, read_stream, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
@@ -118,6 +118,19 @@ def _fault(point: str, step: int) -> None:
 
 def _ts(us: int) -> datetime | None:
     return to_datetime(us)
+
+
+def _sorted_unique(values: pa.ChunkedArray) -> pa.Array:
+    """Distinct values, sorted (numbers numerically, strings by code point like ``np.unique``)."""
+    uniq = pc.unique(values)
+    return uniq.take(pc.sort_indices(uniq))
+
+
+def _codes(values: pa.ChunkedArray, uniq: pa.Array) -> np.ndarray:
+    """Each value's position in ``uniq`` (int64), vectorised in Arrow."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return pc.index_in(values, value_set=uniq).to_numpy().astype(np.int64)
 
 
 class Engine:
@@ -245,15 +258,17 @@ class Engine:
             return valid.column(name).to_numpy() if name in valid.column_names else None
 
         rid = col("_rid")
-        psort = valid.column("_psort").to_numpy(zero_copy_only=False)
+        # Partitions as dense codes that sort like their values, computed by Arrow: never a
+        # numpy object array per row (np.unique over 1M Python strings costs ~1 s).
+        uniq = _sorted_unique(valid.column("_psort"))
+        pcode = _codes(valid.column("_psort"), uniq)
         source_order = [rid]
         if "_file" in valid.column_names:
-            files = valid.column("_file").to_numpy(zero_copy_only=False).astype(str)
-            source_order = [np.unique(files, return_inverse=True)[1], col("_block"), rid]
+            files = valid.column("_file")
+            source_order = [_codes(files, _sorted_unique(files)), col("_block"), rid]
         arrival = col("_arrival_us")
-        order = arrival_order(n, arrival, psort, col("_offset"), source_order)
-        uniq, pcode = np.unique(psort[order], return_inverse=True) if n else (np.array([]), np.zeros(0, int))
-        names = np.array([str(u) for u in uniq], dtype=object)[pcode] if n else np.array([], dtype=str)
+        order = arrival_order(n, arrival, pcode, col("_offset"), source_order)
+        names = PartitionCodes([str(u) for u in uniq.to_pylist()], pcode[order])
         j = judge(
             tracker, self.assigner, grace, names, col("_event_us")[order],
             None if arrival is None else arrival[order],
