@@ -26,14 +26,13 @@ import pyarrow.parquet as pq
 START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 
 
-def generate(directory: Path, events: int, keys: int, partitions: int, files: int, rate: float, seed: int = 1) -> None:
-    """Land ``events`` rows as ``files`` Parquet files in arrival order.
+def make_log(events: int, keys: int, partitions: int, rate: float, seed: int = 1) -> pa.Table:
+    """``events`` rows in arrival order (the generator every benchmark shares).
 
     Event time advances at ``rate`` events/s; arrival = event + exponential
     delay (mean 0.5 s, 1% of rows 5-30 s late); rows sorted by arrival.
     """
     rng = np.random.default_rng(seed)
-    directory.mkdir(parents=True, exist_ok=True)
     event = START_US + (np.arange(events) * (1e6 / rate)).astype(np.int64)
     delay = rng.exponential(500_000, events).astype(np.int64)
     slow = rng.random(events) < 0.01
@@ -48,7 +47,7 @@ def generate(directory: Path, events: int, keys: int, partitions: int, files: in
     for p in range(partitions):
         m = part == p
         offsets[m] = np.arange(int(m.sum()))
-    table = pa.table({
+    return pa.table({
         "partition": pa.array(part, pa.int32()),
         "offset": pa.array(offsets),
         "event_time": pa.array(event, pa.timestamp("us", tz="UTC")),
@@ -56,6 +55,12 @@ def generate(directory: Path, events: int, keys: int, partitions: int, files: in
         "key": pa.array(np.char.add("k", key.astype(str))),
         "amount": pa.array(amount),
     })
+
+
+def generate(directory: Path, events: int, keys: int, partitions: int, files: int, rate: float, seed: int = 1) -> None:
+    """Land :func:`make_log`'s rows as ``files`` Parquet files in arrival order."""
+    directory.mkdir(parents=True, exist_ok=True)
+    table = make_log(events, keys, partitions, rate, seed)
     per = -(-events // files)
     for i in range(files):
         path = directory / f"part-{i:05d}.parquet"

@@ -60,8 +60,9 @@ ROWS = [
 ]
 
 
-def run_cli(args: list[str], cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+def run_cli(args: list[str], cwd: Path, timeout: int = 240, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess:
+    env = {**(os.environ if env is None else env), "PYSPARK_PYTHON": sys.executable}
     return subprocess.run(
         [sys.executable, "-m", "lowwater.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
     )

@@ -42,7 +42,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import TOO_LATE_REASON, Lateness, LatePolicy
-from lowwater.core.tracker import TrackerState, WatermarkTracker
+from lowwater.core.tracker import PartitionCodes, TrackerState, WatermarkTracker
 from lowwater.io.files import CORRUPT, PARSE_CONF, read_stream, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
@@ -132,6 +132,19 @@ def wall_clock_us() -> int:
     return time.time_ns() // 1000
 
 
+def _sorted_unique(values: pa.ChunkedArray) -> pa.Array:
+    """Distinct values, sorted (numbers numerically, strings by code point like ``np.unique``)."""
+    uniq = pc.unique(values)
+    return uniq.take(pc.sort_indices(uniq))
+
+
+def _codes(values: pa.ChunkedArray, uniq: pa.Array) -> np.ndarray:
+    """Each value's position in ``uniq`` (int64), vectorised in Arrow."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return pc.index_in(values, value_set=uniq).to_numpy().astype(np.int64)
+
+
 class Engine:
     """Runs one pipeline configuration on a SparkSession."""
 
@@ -161,18 +174,26 @@ class Engine:
         self.reports: list[StepReport] = []
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests)
         self._error: BaseException | None = None
+        self.query = None
 
     # -- running -------------------------------------------------------------------
 
-    def run(self, once: bool = False, drain: bool = False) -> Manifest:
-        """Start the streaming query; with ``once`` stop when the input is consumed."""
+    def run(self, once: bool = False, drain: bool = False, trigger_interval: str | None = None) -> Manifest:
+        """Start the streaming query; with ``once`` stop when the input is consumed.
+
+        ``trigger_interval`` (e.g. ``"1 second"``; continuous runs only) starts a
+        micro-batch every interval (Spark's processing-time trigger) instead of
+        as soon as the previous one ends; ``self.query`` is the running query.
+        """
         stream = read_stream(self.spark, self.cfg.source, self.schema)
         writer = stream.writeStream.foreachBatch(self._foreach).option(
             "checkpointLocation", f"{self.cfg.output.checkpoint.rstrip('/')}/spark"
         )
         if once or drain:
             writer = writer.trigger(availableNow=True)
-        query = writer.start()
+        elif trigger_interval:
+            writer = writer.trigger(processingTime=trigger_interval)
+        query = self.query = writer.start()
         try:
             query.awaitTermination()
         except CapturedException:
@@ -261,15 +282,17 @@ class Engine:
             return valid.column(name).to_numpy() if name in valid.column_names else None
 
         rid = col("_rid")
-        psort = valid.column("_psort").to_numpy(zero_copy_only=False)
+        # Partitions as dense codes that sort like their values, computed by Arrow: never a
+        # numpy object array per row (np.unique over 1M Python strings costs ~1 s).
+        uniq = _sorted_unique(valid.column("_psort"))
+        pcode = _codes(valid.column("_psort"), uniq)
         source_order = [rid]
         if "_file" in valid.column_names:
-            files = valid.column("_file").to_numpy(zero_copy_only=False).astype(str)
-            source_order = [np.unique(files, return_inverse=True)[1], col("_block"), rid]
+            files = valid.column("_file")
+            source_order = [_codes(files, _sorted_unique(files)), col("_block"), rid]
         arrival = col("_arrival_us")
-        order = arrival_order(n, arrival, psort, col("_offset"), source_order)
-        uniq, pcode = np.unique(psort[order], return_inverse=True) if n else (np.array([]), np.zeros(0, int))
-        names = np.array([str(u) for u in uniq], dtype=object)[pcode] if n else np.array([], dtype=str)
+        order = arrival_order(n, arrival, pcode, col("_offset"), source_order)
+        names = PartitionCodes([str(u) for u in uniq.to_pylist()], pcode[order])
         j = judge(
             tracker, self.assigner, grace, names, col("_event_us")[order],
             None if arrival is None else arrival[order],
@@ -289,6 +312,10 @@ class Engine:
                 if not info.fired and info.pending_since_us is not None
                 and now_us - info.pending_since_us >= early.every_us
             }
+        on_time_ends = j.pairs.end[j.verdict == Lateness.ON_TIME]
+        # Does any window fire in this step (stored, or opened by this batch and closed by its own W)?
+        # If not and there are no late updates, the step emits nothing: no results job (see _fold).
+        fires = bool(to_fire) or bool((on_time_ends <= w_new).any())
         rid_sorted = rid[order]
         by_rid = np.argsort(rid_sorted, kind="stable")
         return {
@@ -297,6 +324,7 @@ class Engine:
             "pair_counts": np.bincount(j.verdict.astype(np.int64), minlength=3),
             "lookup": (rid_sorted[by_rid], j.watermark_us[by_rid], j.seq[by_rid]),
             "read": touched | to_fire | waiting,
+            "fires": fires,
             "buckets": {},
             "watermark": w_new,
             "clock": int(arrival.max()) if arrival is not None and n else None,
@@ -389,6 +417,10 @@ class Engine:
             now_us=plan["now_us"], admit_us=plan.get("admit_us", plan["now_us"]),
         )
         fired = revisions = provisionals = 0
+        if emitted is not None and not (plan["fires"] or n_late or self.cfg.early is not None):
+            # Nothing can be emitted (no window reaches W, no late update, no early trigger): skip
+            # the results job, which would scan the merged state only to write an empty frame.
+            emitted = None
         if emitted is not None:
             obs = Observation(f"emit_{step}")
             emitted = emitted.observe(
