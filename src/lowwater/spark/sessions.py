@@ -26,6 +26,8 @@ Every live session is read and rewritten each step; that state is bounded by
 from __future__ import annotations
 
 import json
+import logging
+import math
 import time
 from collections.abc import Callable, Iterator
 
@@ -53,6 +55,8 @@ from lowwater.core.watermarks import clip_future
 from lowwater.spark.state import Bucket, Manifest
 from lowwater.spark.windowing import StateLayout
 from lowwater.time import NEG_INF, POS_INF
+
+log = logging.getLogger("lowwater")
 
 BUCKET = 0  # all live sessions are one bucket of the versioned store
 COUNTS = ("_c_on", "_c_late", "_c_too", "_c_live", "_c_final", "_c_rev", "_c_emit")
@@ -130,18 +134,19 @@ def make_session_step(
         return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
     def load_state(t: pa.Table, idx: np.ndarray, gid: np.ndarray, m: SessionMachine) -> None:
+        """State rows arrive packed as one JSON column (``_state``), so input rows carry one null, not 16."""
         if not len(idx):
             return
-        sel = pa.array(idx)
-        col = {c: t.column(c).take(sel).to_pylist() for c in
-               ["window_start", "window_end", *agg_names, *pend_names, "_rev", "_retract", "_since", "_prov"]}
-        aggs = list(zip(*[col[c] for c in agg_names], strict=True))
-        pends = list(zip(*[col[c] for c in pend_names], strict=True))
-        for j, g in enumerate(gid[idx].tolist()):
-            s = Session(col["window_start"][j], col["window_end"][j], list(aggs[j]), list(pends[j]),
-                        col["_rev"][j], pending_since_us=col["_since"][j], provisional=bool(col["_prov"][j]))
-            if col["_retract"][j]:
-                s.outstanding = [Emitted(a, b, r, tuple(v)) for a, b, r, v in json.loads(col["_retract"][j])]
+        packed = t.column("_state").take(pa.array(idx)).to_pylist()
+        defaults = [0, *[0.0, math.inf, -math.inf, 0] * nv]  # null sums/mins/maxes: no non-null row
+        for g, text in zip(gid[idx].tolist(), packed, strict=True):
+            d = json.loads(text)
+            agg = [d.get(c, z) for c, z in zip(agg_names, defaults, strict=True)]
+            pend = [d.get(c, z) for c, z in zip(pend_names, defaults, strict=True)]
+            s = Session(d["window_start"], d["window_end"], agg, pend, d["_rev"],
+                        pending_since_us=d.get("_since"), provisional=bool(d.get("_prov")))
+            if d.get("_retract"):
+                s.outstanding = [Emitted(a, b, r, tuple(v)) for a, b, r, v in json.loads(d["_retract"])]
             m.load(g, s)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -212,11 +217,11 @@ def make_session_step(
             cols = key_cols(t, rep_of, [g for g, _ in live])
             cols["window_start"] = pa.array([s.start_us for _, s in live], pa.int64())
             cols["window_end"] = pa.array([s.end_us for _, s in live], pa.int64())
-            cols.update(agg_arrays([s.agg for _, s in live], agg_names, False))
-            cols.update(agg_arrays([s.pending for _, s in live], pend_names, False))
+            cols.update(agg_arrays([s.agg for _, s in live], agg_names, True))
+            cols.update(agg_arrays([s.pending for _, s in live], pend_names, True))
             cols["_rev"] = pa.array([s.last_rev for _, s in live], pa.int64())
             cols["_retract"] = pa.array(
-                [json.dumps([[o.start_us, o.end_us, o.revision, list(o.agg)] for o in s.outstanding])
+                [json.dumps([[o.start_us, o.end_us, o.revision, agg_values(o.agg, nv)] for o in s.outstanding])
                  if s.outstanding else None for _, s in live], pa.string())
             cols["_since"] = pa.array([s.pending_since_us for _, s in live], pa.int64())
             cols["_prov"] = pa.array([s.provisional for _, s in live], pa.bool_())
@@ -263,11 +268,13 @@ class SessionSteps:
     ) -> DataFrame | None:
         """The persisted output frame of the keyed pass (None when there is nothing to run)."""
         state = self.engine.store.read(prev, {BUCKET})
+        keys = list(self.layout.keys)
         parts = []
         if state is not None:
-            parts.append(state.withColumn("_role", F.lit(0)))
+            packed = [c for c in state.columns if c not in keys]
+            parts.append(state.select(*keys, F.to_json(F.struct(*packed)).alias("_state"), F.lit(0).alias("_role")))
         if rows is not None:
-            parts.append(rows)
+            parts.append(rows.withColumn("_state", F.lit(None).cast("string")))
         if not parts:
             return None
         union = parts[0]
@@ -278,7 +285,6 @@ class SessionSteps:
         for c, typ in row_cols.items():
             if c not in union.columns:
                 union = union.withColumn(c, F.lit(None).cast(typ))
-        keys = list(self.layout.keys)
         union = union.repartition(*keys) if keys else union.repartition(1)
         fn = make_session_step(
             self.layout,
@@ -315,19 +321,24 @@ class SessionSteps:
         """Write results and state; return the counts and the manifest's buckets."""
         eng = self.engine
         counts = [0] * len(COUNTS)
+        t0 = time.monotonic()
         if out is not None:
             got = out.filter(F.col("_out") == "C").agg(*[F.sum(c).alias(c) for c in COUNTS]).collect()[0]
             counts = [int(got[c] or 0) for c in COUNTS]
+        t1 = time.monotonic()
         if counts[6]:
             eng.outputs.write("results", step, self._results(out, emit_wm))
         else:
             eng.outputs.clear("results", step)
+        t2 = time.monotonic()
         buckets: dict[int, Bucket] = {}
         if out is not None and counts[3]:
             names = state_schema(self.layout).fieldNames()
             state = out.filter(F.col("_out") == "S").select(*names).withColumn("_bucket", F.lit(BUCKET))
             for b, (rows, size) in eng.store.write(step, state).items():
                 buckets[b] = Bucket(version=step, fired=False, rows=rows, bytes=size)
+        log.debug("step %d sessions: keyed pass + counts %.2fs, results %.2fs, state %.2fs",
+                  step, t1 - t0, t2 - t1, time.monotonic() - t2)
         return counts, buckets
 
     # -- a step and the drain ------------------------------------------------------------
