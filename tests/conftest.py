@@ -25,3 +25,26 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A throwaway PostgreSQL server on a free port (FAILS, never skips, if PostgreSQL is missing).
+
+    Its directory is not under pytest's tmp root: other pytest sessions reset that to
+    0700, which would lock the ``postgres`` user out of its own data directory.
+    """
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from lowwater.testing.postgres import TestServer
+
+    root = Path(tempfile.mkdtemp(prefix="lowwater-pg-"))
+    server = TestServer(root)
+    try:
+        server.init()
+        yield server
+        server.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -79,6 +79,10 @@ def run(
         raise _fail(str(e)) from None
     except KeyboardInterrupt:
         raise _fail("interrupted; the checkpoint resumes where it stopped", 130) from None
+    except RuntimeError as e:
+        if type(e).__name__ != "PostgresError":  # the URL is already masked in its message
+            raise
+        raise _fail(str(e), 1) from None
     summary = engine.summary(manifest)
     if once or drain:
         from lowwater.report import print_summary

@@ -24,6 +24,9 @@ CORRUPT = "_corrupt_record"
 PARSE_CONF = {
     "spark.sql.csv.parser.columnPruning.enabled": "false",
     "spark.sql.optimizer.enableJsonExpressionOptimization": "false",
+    # A file listed for a micro-batch and deleted before it is read is skipped (Spark logs
+    # "Skipped missing file: <path>") instead of failing the run.
+    "spark.sql.files.ignoreMissingFiles": "true",
 }
 _READER = {"jsonl": "json", "csv": "csv", "parquet": "parquet"}
 

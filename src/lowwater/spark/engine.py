@@ -170,6 +170,12 @@ class Engine:
             self.sessions = SessionSteps(self)
             self.store = BucketStateStore(spark, f"{self.lw_dir}/state", session_state_schema(self.layout))
         self.outputs = ParquetOutputs(spark, cfg.output.path)
+        self.sink = None
+        if cfg.output.kind == "postgres" and cfg.output.postgres is not None:
+            from lowwater.io.postgres import PostgresSink
+
+            # The output path names the pipeline, so several pipelines can share one database.
+            self.sink = PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key)
         self.assigner = cfg.window.assigner()
         self.reports: list[StepReport] = []
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests)
@@ -226,6 +232,8 @@ class Engine:
         tracker = WatermarkTracker(
             cfg.watermark, TrackerState.from_json(prev.tracker) if prev.tracker else None
         )
+        if self.sink is not None:
+            self.sink.begin_step(step)
         cache: list[DataFrame] = []
         try:
             # Not persisted: re-reading the batch's files is cheaper than caching them,
@@ -338,6 +346,8 @@ class Engine:
             *cols, raw.alias("raw"), F.col("_dead").alias("reason"), F.col("_file").alias("source_file")
         )
         self.outputs.write("dead_letter", step, dead)
+        if self.sink is not None:
+            self.sink.stage("dead_letter", step, dead)
 
     def _contributions(self, parsed: DataFrame, plan: dict, with_payload: bool) -> DataFrame:
         """Executor side (``contrib``): on-time partials, late-update and too-late pairs."""
@@ -404,6 +414,8 @@ class Engine:
                 F.col(p + "_file").alias("source_file"),
             )
             self.outputs.write("late", step, late_rows)
+            if self.sink is not None:
+                self.sink.stage("late", step, late_rows)
         else:
             self.outputs.clear("late", step)
         state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]
@@ -422,6 +434,8 @@ class Engine:
             # the results job, which would scan the merged state only to write an empty frame.
             emitted = None
         if emitted is not None:
+            if self.sink is not None:
+                self.sink.stage("results", step, emitted)
             obs = Observation(f"emit_{step}")
             emitted = emitted.observe(
                 obs,
@@ -468,7 +482,12 @@ class Engine:
         totals["windows_fired"] += report.windows_fired
         totals["revisions"] += report.revisions
         totals["provisionals"] += report.provisionals
-        self._write_metrics(report, tracker)
+        metrics = self._write_metrics(report, tracker)
+        _fault("before_deliver", report.step)
+        if self.sink is not None:
+            # Delivered (or recognised as delivered) BEFORE the manifest: a crash in
+            # between replays the step, and the batches table makes that a no-op.
+            self.sink.deliver(report.step, report.spark_batch, metrics)
         _fault("before_commit", report.step)
         manifest = Manifest(
             step=report.step,
@@ -490,7 +509,7 @@ class Engine:
             report.open_windows, report.duration_s,
         )
 
-    def _write_metrics(self, report: StepReport, tracker: WatermarkTracker) -> None:
+    def _write_metrics(self, report: StepReport, tracker: WatermarkTracker) -> dict:
         statuses = tracker.statuses()
         spread, holder = tracker.spread()
         w = report.watermark_us
@@ -523,6 +542,7 @@ class Engine:
             "duration_s": report.duration_s,
         }
         self.outputs.write_rows("metrics", report.step, pa.Table.from_pylist([row], METRICS_ARROW), METRICS_SCHEMA)
+        return row
 
     # -- drain and summary -----------------------------------------------------------
 
@@ -539,6 +559,8 @@ class Engine:
             self.cfg.watermark, TrackerState.from_json(prev.tracker) if prev.tracker else None
         )
         tracker.drain()
+        if self.sink is not None:
+            self.sink.begin_step(step)
         cache: list[DataFrame] = []
         try:
             to_fire = {b for b, info in prev.buckets.items() if not info.fired}
@@ -551,6 +573,8 @@ class Engine:
             )
             fired = 0
             if emitted is not None:
+                if self.sink is not None:
+                    self.sink.stage("results", step, emitted)
                 obs = Observation(f"drain_{step}")
                 emitted = emitted.observe(obs, F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"))
                 self.outputs.write("results", step, emitted)

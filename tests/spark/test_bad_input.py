@@ -1,0 +1,85 @@
+"""Bad input never stops the streaming run: every kind of bad row mixed into a good stream,
+an empty file, an empty directory and a file deleted after it was listed."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lowwater.config import load_config
+from lowwater.spark.engine import Engine
+
+from .test_cli import CONFIG, ROWS
+
+pytestmark = pytest.mark.spark
+
+COLS = ["partition", "offset", "event_time", "arrival_time", "key", "amount"]
+BAD = [
+    ("this is not json", "malformed record"),
+    ('{"partition": 0, "offset": 90, "arrival_time": 1, "key": "a", "amount": 1}', "missing event_time"),
+    ('{"partition": 0, "offset": 91, "event_time": "yesterday", "arrival_time": 1, "key": "a", "amount": 1}',
+     "malformed record: wrong type for event_time"),
+    ('{"partition": 1, "offset": 92, "event_time": 4000, "arrival_time": 1, "key": "a", "amount": "lots"}',
+     "malformed record: wrong type for amount"),
+    ('{"offset": 93, "event_time": 4000, "arrival_time": 1, "key": "a", "amount": 1}', "missing partition"),
+]
+
+
+def write(path: Path, rows: list[tuple], extra: list[str], i: int) -> None:
+    lines = [json.dumps(dict(zip(COLS, r, strict=True))) for r in rows] + extra
+    path.write_text("".join(ln + "\n" for ln in lines))
+    os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def run(spark, root: Path, bad: bool, monkeypatch) -> tuple[list[tuple], pd.DataFrame, dict]:  # noqa: ANN001
+    landing = root / "landing"
+    landing.mkdir(parents=True)
+    # A declared schema, as in production: inference would type a column by its bad values.
+    schema = 'schema = "partition INT, offset LONG, event_time LONG, arrival_time LONG, key STRING, amount DOUBLE"'
+    text = CONFIG.format(fmt="jsonl").replace('time_unit = "ms"', f'time_unit = "ms"\n{schema}')
+    (root / "pipeline.toml").write_text(text)
+    lines = [b for b, _ in BAD] if bad else []
+    write(landing / "part-000.jsonl", ROWS[:4], lines, 0)
+    if bad:
+        write(landing / "part-001.jsonl", [], [], 1)  # an empty file
+        (landing / "part-001b").mkdir()  # an empty partition directory
+    write(landing / "part-002.jsonl", ROWS[4:], lines, 2)
+    doomed = landing / "part-003.jsonl"
+    if bad:  # listed with the rest, deleted before its micro-batch reads it
+        write(doomed, [(0, 50, 40_000, 40_100, "zzz", 1.0)], [], 3)
+        real = Engine.process_batch
+
+        def delete_then_process(self, df, spark_batch):  # noqa: ANN001, ANN202
+            doomed.unlink(missing_ok=True)
+            return real(self, df, spark_batch)
+
+        monkeypatch.setattr(Engine, "process_batch", delete_then_process)
+    engine = Engine(load_config(root / "pipeline.toml"), spark)
+    summary = engine.summary(engine.run(drain=True))
+    monkeypatch.undo()
+    res = spark.read.parquet(str(root / "out" / "results")).toPandas()
+    emitted = sorted(
+        (r.key, str(r.window_start), str(r.window_end), r["count"], r.total, r.kind, r.revision)
+        for _, r in res.iterrows()
+    )
+    dead = root / "out" / "dead_letter"
+    dl = spark.read.parquet(str(dead)).toPandas() if dead.exists() else pd.DataFrame()
+    return emitted, dl, summary
+
+
+def test_bad_rows_empty_files_and_vanished_files_never_stop_the_run(spark, tmp_path, monkeypatch):
+    clean, _, s_clean = run(spark, tmp_path / "clean", False, monkeypatch)
+    mixed, dead, s = run(spark, tmp_path / "bad", True, monkeypatch)
+    assert mixed == clean and clean  # the good rows give the same results; the vanished file's key is absent
+    assert not any(e[0] == "zzz" for e in mixed)
+    assert len(dead) == 2 * len(BAD) and dead["reason"].notna().all()
+    for _, reason in BAD:
+        assert sum(r.startswith(reason) for r in dead["reason"]) >= 2, reason
+    assert (dead["reason"] == "malformed record").sum() == 2 and "this is not json" in set(dead["raw"])
+    assert s["dead_letter"] == 2 * len(BAD) and s["rows"] == s_clean["rows"] + 2 * len(BAD)
+    assert s["balanced"] and (s["on_time"], s["late_updates"], s["too_late"]) == (
+        s_clean["on_time"], s_clean["late_updates"], s_clean["too_late"])
