@@ -254,7 +254,15 @@ class PostgresSink:
         jsonish = [pg_type(f.dataType) == "jsonb" for f in df.schema.fields]
         fn = _copy_partition(self.cfg, self._id(f"{self.tables[kind]}_staging"), self.pipeline, step,
                              columns, jsonish)
-        out = df.mapInArrow(fn, "part int, rows long").collect()
+        try:
+            out = df.mapInArrow(fn, "part int, rows long").collect()
+        except Exception as e:
+            # An executor's PostgresError arrives wrapped in Spark's exception: keep its one line.
+            text = str(e)
+            if "PostgresError:" not in text:
+                raise
+            line = next(ln for ln in text.splitlines() if "PostgresError:" in ln)
+            raise PostgresError(line.split("PostgresError:", 1)[1].strip()) from None
         self._staged.add(kind)
         return sum(int(r["rows"]) for r in out)
 
