@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,6 +21,13 @@ from pyspark.sql.types import StructType
 from lowwater.spark.fs import HadoopFS
 
 KINDS = ("results", "late", "dead_letter", "metrics")
+STAGED = ("results", "late", "dead_letter")  # what a transactional sink receives row by row
+
+
+class StagingSink(Protocol):
+    """A sink that takes a step's rows before the step commits (``io.postgres.PostgresSink``)."""
+
+    def stage(self, kind: str, step: int, df: DataFrame) -> int: ...
 
 
 class ParquetOutputs:
@@ -29,13 +37,18 @@ class ParquetOutputs:
         self.spark = spark
         self.root = root.rstrip("/")
         self.fs = HadoopFS(spark)
+        self.sink: StagingSink | None = None
 
     def path(self, kind: str, step: int | None = None) -> str:
         base = f"{self.root}/{kind}"
         return base if step is None else f"{base}/batch_id={step}"
 
     def write(self, kind: str, step: int, df: DataFrame) -> None:
-        df.write.mode("overwrite").parquet(self.path(kind, step))
+        """Write the step's frame; a staging sink then copies what was written (one computation)."""
+        path = self.path(kind, step)
+        df.write.mode("overwrite").parquet(path)
+        if self.sink is not None and kind in STAGED:
+            self.sink.stage(kind, step, self.spark.read.parquet(path))
 
     def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: StructType) -> None:
         """A handful of driver-side rows (metrics): plain Parquet when the path is local, else Spark."""

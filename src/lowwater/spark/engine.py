@@ -176,6 +176,7 @@ class Engine:
 
             # The output path names the pipeline, so several pipelines can share one database.
             self.sink = PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key)
+            self.outputs.sink = self.sink  # every results/late/dead-letter write is staged from its Parquet
         self.assigner = cfg.window.assigner()
         self.reports: list[StepReport] = []
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests)
@@ -346,8 +347,6 @@ class Engine:
             *cols, raw.alias("raw"), F.col("_dead").alias("reason"), F.col("_file").alias("source_file")
         )
         self.outputs.write("dead_letter", step, dead)
-        if self.sink is not None:
-            self.sink.stage("dead_letter", step, dead)
 
     def _contributions(self, parsed: DataFrame, plan: dict, with_payload: bool) -> DataFrame:
         """Executor side (``contrib``): on-time partials, late-update and too-late pairs."""
@@ -414,8 +413,6 @@ class Engine:
                 F.col(p + "_file").alias("source_file"),
             )
             self.outputs.write("late", step, late_rows)
-            if self.sink is not None:
-                self.sink.stage("late", step, late_rows)
         else:
             self.outputs.clear("late", step)
         state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]
@@ -434,8 +431,6 @@ class Engine:
             # the results job, which would scan the merged state only to write an empty frame.
             emitted = None
         if emitted is not None:
-            if self.sink is not None:
-                self.sink.stage("results", step, emitted)
             obs = Observation(f"emit_{step}")
             emitted = emitted.observe(
                 obs,
@@ -548,9 +543,11 @@ class Engine:
 
     def drain(self) -> Manifest:
         """Bounded input exhausted: ``W`` becomes +infinity and every open window fires."""
+        prev = self.store.latest()
+        if self.sink is not None and not prev.drained:
+            self.sink.begin_step(prev.step + 1)  # forget what an interrupted drain staged
         if self.sessions is not None:  # session windows (spark/sessions.py)
             return self.sessions.drain()
-        prev = self.store.latest()
         if prev.drained and prev.tracker is not None and prev.tracker.get("watermark_us", 0) >= POS_INF:
             return prev
         t0 = time.monotonic()
@@ -559,8 +556,6 @@ class Engine:
             self.cfg.watermark, TrackerState.from_json(prev.tracker) if prev.tracker else None
         )
         tracker.drain()
-        if self.sink is not None:
-            self.sink.begin_step(step)
         cache: list[DataFrame] = []
         try:
             to_fire = {b for b, info in prev.buckets.items() if not info.fired}
@@ -573,8 +568,6 @@ class Engine:
             )
             fired = 0
             if emitted is not None:
-                if self.sink is not None:
-                    self.sink.stage("results", step, emitted)
                 obs = Observation(f"drain_{step}")
                 emitted = emitted.observe(obs, F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"))
                 self.outputs.write("results", step, emitted)
