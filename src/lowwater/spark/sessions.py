@@ -296,7 +296,7 @@ class SessionSteps:
             clip,
             watermark_us,
             self.cfg.early,
-            int(time.time() * 1e6),
+            self.engine.clock(),  # processing time for the early trigger (injectable, as for tumbling)
             self.out_schema,
         )
         return union.mapInArrow(fn, self.out_schema).persist()
