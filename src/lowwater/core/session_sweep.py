@@ -18,14 +18,14 @@ ends, before freeing), too-late rows per partition.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from lowwater.core.accounting import Accounting
 from lowwater.core.sessions import FINAL, NEVER, SessionMachine
-from lowwater.core.sweep import shifted
-from lowwater.core.tracker import PartitionCodes, WatermarkTracker
+from lowwater.core.sweep import shifted, zero_bound_tracker
+from lowwater.core.tracker import PartitionCodes
 from lowwater.core.watermarks import WatermarkStrategy, clip_future
 from lowwater.core.windows import SessionWindows
 from lowwater.time import NEG_INF
@@ -58,7 +58,7 @@ class SessionSweep:
     ) -> None:
         self.gap_us = assigner.gap_us
         self.max_event = NEG_INF
-        self.tracker = WatermarkTracker(replace(strategy, max_out_of_orderness_us=0, per_partition_us=(), _bounds={}))
+        self.tracker = zero_bound_tracker(strategy)
         self.runs = [
             _Run(b, g, SessionMachine(self.gap_us, g, 0))
             for b in sorted(set(bounds_us))

@@ -51,6 +51,11 @@ def shifted(w0: np.ndarray | int, bound_us: int) -> np.ndarray:
     return np.where(w <= NEG_INF, NEG_INF, w - bound_us)
 
 
+def zero_bound_tracker(strategy: WatermarkStrategy) -> WatermarkTracker:
+    """The one tracker a sweep needs: ``L = 0`` for every partition, so ``W_L = shifted(W_0, L)``."""
+    return WatermarkTracker(replace(strategy, max_out_of_orderness_us=0, per_partition_us=(), _bounds={}))
+
+
 def _add_counts(store: dict[int, int], ends: np.ndarray) -> None:
     if len(ends):
         u, c = np.unique(ends, return_counts=True)
@@ -129,7 +134,7 @@ class LatenessSweep:
         self.max_event = NEG_INF
         self.dead = 0
         # One tracker at L = 0 serves every L (see the module docstring).
-        self.tracker = WatermarkTracker(replace(strategy, max_out_of_orderness_us=0, per_partition_us=(), _bounds={}))
+        self.tracker = zero_bound_tracker(strategy)
         self.groups = _GroupIndex()
         self.per = {b: _PerBound(grace={g: _PerGrace() for g in self.graces}) for b in self.bounds}
 

@@ -28,6 +28,7 @@ earlier values of the revision-0 (on-time) result, replaced by the ``final``.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -81,10 +82,8 @@ class EarlyTrigger:
             return cls(every_rows=int(m.group(1)))
         m = _EVERY.match(str(text))
         if m:
-            try:
+            with contextlib.suppress(ValueError):  # not a duration: the error below says what is expected
                 return cls(every_us=to_duration_us(m.group(1)))
-            except ValueError:
-                pass
         msg = f'{text!r}: expected "every N rows" or "every <duration>" (e.g. "every 5s")'
         raise ValueError(msg)
 
