@@ -46,6 +46,7 @@ from lowwater.core.tracker import PartitionCodes, TrackerState, WatermarkTracker
 from lowwater.io.files import CORRUPT, PARSE_CONF, read_stream, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
+from lowwater.spark.jobs import side_by_side
 from lowwater.spark.parse import normalise
 from lowwater.spark.sessions import SessionSteps
 from lowwater.spark.sessions import state_schema as session_state_schema
@@ -402,6 +403,7 @@ class Engine:
                 msg = f"step {step}: executors judged {seen} (on time, late, too late) pairs, the driver {expected}"
                 raise RuntimeError(msg)
             log.debug("step %d: contributions %.2fs", step, time.monotonic() - t_c)
+        late_rows = None
         if side_output and contrib is not None:
             p = PAYLOAD
             late_rows = contrib.filter(F.col("_kind") == "T").select(
@@ -412,9 +414,6 @@ class Engine:
                 F.lit(TOO_LATE_REASON).alias("reason"),
                 F.col(p + "_file").alias("source_file"),
             )
-            self.outputs.write("late", step, late_rows)
-        else:
-            self.outputs.clear("late", step)
         state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]
         on_time = contrib.filter(F.col("_kind") == "P").select(*state_cols) if n_on else None
         late = contrib.filter(F.col("_kind") == "L").select(*state_cols, "_seq") if n_late else None
@@ -425,11 +424,11 @@ class Engine:
             self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
             now_us=plan["now_us"], admit_us=plan.get("admit_us", plan["now_us"]),
         )
-        fired = revisions = provisionals = 0
         if emitted is not None and not (plan["fires"] or n_late or self.cfg.early is not None):
             # Nothing can be emitted (no window reaches W, no late update, no early trigger): skip
             # the results job, which would scan the merged state only to write an empty frame.
             emitted = None
+        obs = None
         if emitted is not None:
             obs = Observation(f"emit_{step}")
             emitted = emitted.observe(
@@ -438,18 +437,30 @@ class Engine:
                 F.sum(F.when(F.col("kind") == "revision", 1).otherwise(0)).alias("revisions"),
                 F.sum(F.when(F.col("kind") == "provisional", 1).otherwise(0)).alias("provisionals"),
             )
+
+        def write_outputs() -> None:
             t_r = time.monotonic()
-            self.outputs.write("results", step, emitted)
-            log.debug("step %d: results %.2fs", step, time.monotonic() - t_r)
+            for kind, frame in (("late", late_rows), ("results", emitted)):
+                if frame is not None:
+                    self.outputs.write(kind, step, frame)
+                else:
+                    self.outputs.clear(kind, step)
+            log.debug("step %d: late + results %.2fs", step, time.monotonic() - t_r)
+
+        def write_state() -> tuple[dict, dict]:
+            t_s = time.monotonic()
+            written = self.store.write(step, new_state) if new_state is not None else {}
+            waiting = self.store.column_min(step, "_due") if written and self.layout.timed else {}
+            log.debug("step %d: state write %.2fs", step, time.monotonic() - t_s)
+            return written, waiting
+
+        # Outputs and state read the same persisted frames and do not depend on each other.
+        _, (written, waiting) = side_by_side(write_outputs, write_state)
+        fired = revisions = provisionals = 0
+        if obs is not None:
             got = obs.get
             fired, revisions = int(got.get("finals") or 0), int(got.get("revisions") or 0)
             provisionals = int(got.get("provisionals") or 0)
-        else:
-            self.outputs.clear("results", step)
-        t_s = time.monotonic()
-        written = self.store.write(step, new_state) if new_state is not None else {}
-        waiting = self.store.column_min(step, "_due") if written and self.layout.timed else {}
-        log.debug("step %d: state write %.2fs", step, time.monotonic() - t_s)
         buckets = {
             b: info for b, info in prev.buckets.items() if b not in read and b + grace > w_new
         }

@@ -52,6 +52,7 @@ from lowwater.core.sessions import (
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.core.triggers import EarlyTrigger
 from lowwater.core.watermarks import clip_future
+from lowwater.spark.jobs import side_by_side
 from lowwater.spark.state import Bucket, Manifest
 from lowwater.spark.windowing import StateLayout
 from lowwater.time import NEG_INF, POS_INF
@@ -326,19 +327,26 @@ class SessionSteps:
             got = out.filter(F.col("_out") == "C").agg(*[F.sum(c).alias(c) for c in COUNTS]).collect()[0]
             counts = [int(got[c] or 0) for c in COUNTS]
         t1 = time.monotonic()
-        if counts[6]:
-            eng.outputs.write("results", step, self._results(out, emit_wm))
-        else:
-            eng.outputs.clear("results", step)
+
+        def write_results() -> None:
+            if counts[6]:
+                eng.outputs.write("results", step, self._results(out, emit_wm))
+            else:
+                eng.outputs.clear("results", step)
+
+        def write_state() -> dict[int, Bucket]:
+            buckets: dict[int, Bucket] = {}
+            if out is not None and counts[3]:
+                names = state_schema(self.layout).fieldNames()
+                state = out.filter(F.col("_out") == "S").select(*names).withColumn("_bucket", F.lit(BUCKET))
+                for b, (rows, size) in eng.store.write(step, state).items():
+                    buckets[b] = Bucket(version=step, fired=False, rows=rows, bytes=size)
+            return buckets
+
+        # Both read the persisted output of the keyed pass and do not depend on each other.
+        _, buckets = side_by_side(write_results, write_state)
         t2 = time.monotonic()
-        buckets: dict[int, Bucket] = {}
-        if out is not None and counts[3]:
-            names = state_schema(self.layout).fieldNames()
-            state = out.filter(F.col("_out") == "S").select(*names).withColumn("_bucket", F.lit(BUCKET))
-            for b, (rows, size) in eng.store.write(step, state).items():
-                buckets[b] = Bucket(version=step, fired=False, rows=rows, bytes=size)
-        log.debug("step %d sessions: keyed pass + counts %.2fs, results %.2fs, state %.2fs",
-                  step, t1 - t0, t2 - t1, time.monotonic() - t2)
+        log.debug("step %d sessions: keyed pass + counts %.2fs, results and state %.2fs", step, t1 - t0, t2 - t1)
         return counts, buckets
 
     # -- a step and the drain ------------------------------------------------------------
