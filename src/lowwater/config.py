@@ -42,7 +42,7 @@ _KEYS: dict[str, set[str]] = {
     "window": {
         "type", "size", "slide", "offset", "gap", "allowed_lateness", "key", "aggregations", "accumulation",
     },
-    "trigger": {"early"},
+    "trigger": {"early", "interval"},
     "late": {"policy"},
     "output": {"path", "checkpoint", "kind", "postgres"},
     "spark": {"master", "app_name", "conf", "shuffle_partitions"},
@@ -158,6 +158,9 @@ class PipelineConfig:
     spark: SparkConfig
     base_dir: str = "."
     early: EarlyTrigger | None = None  # [trigger] early: provisional firings of open windows
+    # [trigger] interval: continuous runs start a micro-batch every interval (Spark's
+    # processing-time trigger) instead of as soon as the previous one ends.
+    trigger_interval_us: int | None = None
 
     @property
     def required_columns(self) -> list[str]:
@@ -461,6 +464,12 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         except ValueError as e:
             msg = f"trigger.early: {e}"
             raise ConfigError(msg) from None
+    interval = None
+    if "interval" in trig:
+        interval = _dur("trigger", "interval", trig["interval"])
+        if interval < 1000:
+            msg = f"trigger.interval: must be at least 1ms, got {trig['interval']!r}"
+            raise ConfigError(msg)
 
     policy_raw = data.get("late", {}).get("policy", "side_output")
     try:
@@ -503,4 +512,4 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         conf={str(k): str(v) for k, v in conf.items()},
         shuffle_partitions=int(sp.get("shuffle_partitions", 4)),
     )
-    return PipelineConfig(source, strategy, window, policy, output, sparkc, str(base), early)
+    return PipelineConfig(source, strategy, window, policy, output, sparkc, str(base), early, interval)

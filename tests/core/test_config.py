@@ -126,6 +126,9 @@ def test_session_window_and_early_trigger(tmp_path):
     cfg = load_config(write(tmp_path, EXAMPLE + '\n[trigger]\nearly = "every 5s"\n'))
     assert cfg.early is not None and cfg.early.every_us == 5_000_000 and not cfg.window.is_session
     assert load_config(write(tmp_path, EXAMPLE)).early is None
+    assert load_config(write(tmp_path, EXAMPLE)).trigger_interval_us is None
+    cfg = load_config(write(tmp_path, EXAMPLE + '\n[trigger]\ninterval = "2s"\n'))
+    assert cfg.trigger_interval_us == 2_000_000 and cfg.early is None
 
 
 @pytest.mark.parametrize(
@@ -138,6 +141,8 @@ def test_session_window_and_early_trigger(tmp_path):
         (EXAMPLE + '\n[trigger]\nearly = "sometimes"\n', "trigger.early"),
         (EXAMPLE + '\n[trigger]\nearly = "every 0 rows"\n', "trigger.early"),
         (EXAMPLE + '\n[trigger]\nlate = "every 1 rows"\n', "unknown key trigger.late"),
+        (EXAMPLE + '\n[trigger]\ninterval = "soon"\n', "trigger.interval"),
+        (EXAMPLE + '\n[trigger]\ninterval = "0s"\n', "trigger.interval: must be at least 1ms"),
     ],
 )
 def test_session_and_trigger_errors(tmp_path, text, message):

@@ -189,10 +189,13 @@ class Engine:
     def run(self, once: bool = False, drain: bool = False, trigger_interval: str | None = None) -> Manifest:
         """Start the streaming query; with ``once`` stop when the input is consumed.
 
-        ``trigger_interval`` (e.g. ``"1 second"``; continuous runs only) starts a
-        micro-batch every interval (Spark's processing-time trigger) instead of
-        as soon as the previous one ends; ``self.query`` is the running query.
+        ``trigger_interval`` (e.g. ``"1 second"``; continuous runs only; default
+        ``[trigger] interval``) starts a micro-batch every interval (Spark's
+        processing-time trigger) instead of as soon as the previous one ends;
+        ``self.query`` is the running query.
         """
+        if trigger_interval is None and self.cfg.trigger_interval_us is not None:
+            trigger_interval = f"{self.cfg.trigger_interval_us // 1000} milliseconds"
         stream = read_stream(self.spark, self.cfg.source, self.schema)
         writer = stream.writeStream.foreachBatch(self._foreach).option(
             "checkpointLocation", f"{self.cfg.output.checkpoint.rstrip('/')}/spark"
