@@ -345,3 +345,26 @@ def test_global_window_without_key_and_every_aggregate(spark):
         3, 5.0, 1.0, 4.0, 2.5, 2
     )
     assert r.iloc[1]["count"] == 1 and r.iloc[1]["total"] == 7.0
+
+
+def test_executors_disagreeing_with_the_driver_stop_the_step_before_it_commits(spark, tmp_path, monkeypatch):
+    """The pair-count check (run while the driver builds the fold) fails the step loudly; nothing is committed."""
+    from lowwater.spark.engine import Engine
+
+    real = Engine._plan
+
+    def off_by_one(self, compact, tracker, prev):  # noqa: ANN001, ANN202
+        plan = real(self, compact, tracker, prev)
+        plan["pair_counts"] = plan["pair_counts"] + np.array([1, 0, 0])  # the driver "expects" one more on-time pair
+        return plan
+
+    monkeypatch.setattr(Engine, "_plan", off_by_one)
+    rows = rows_of("""
+    p  t
+    0  1
+    0  12
+    """)
+    with pytest.raises(RuntimeError, match=r"step 0: executors judged \(2, 0, 0\) .* the driver \(3, 0, 0\)"):
+        run_scenario(spark, base_config(), rows, drain=False, workdir=tmp_path)
+    state = tmp_path / "out" / "_checkpoint" / "lowwater" / "state"
+    assert not list(state.glob("manifest-*.json"))

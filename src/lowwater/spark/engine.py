@@ -23,6 +23,7 @@ step from the same state (SEMANTICS.md §8).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -46,7 +47,7 @@ from lowwater.core.tracker import PartitionCodes, TrackerState, WatermarkTracker
 from lowwater.io.files import CORRUPT, PARSE_CONF, read_stream, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
-from lowwater.spark.jobs import side_by_side
+from lowwater.spark.jobs import Background, side_by_side
 from lowwater.spark.parse import normalise
 from lowwater.spark.sessions import SessionSteps
 from lowwater.spark.sessions import state_schema as session_state_schema
@@ -392,54 +393,65 @@ class Engine:
         n_on, n_late, n_too_late = (int(x) for x in plan["pair_counts"])
         side_output = bool(n_too_late) and self.cfg.late_policy == LatePolicy.SIDE_OUTPUT
         contrib = None
+        counting = None
         if n_on + n_late + n_too_late:
             contrib = self._contributions(parsed, plan, with_payload=side_output).persist()
             cache.append(contrib)
-            # Materialise once and hold the executors to the driver's verdicts: nothing
-            # is lost (or invented) between the two sides of the step.
+            # Materialise once (in the background, while the driver builds the fold's
+            # frames) and hold the executors to the driver's verdicts below: nothing is
+            # lost (or invented) between the two sides of the step.
+            frame = contrib
+            counting = Background(lambda: frame.groupBy("_kind").agg(F.sum("_n").alias("pairs")).collect())
+        try:  # build the fold's frames while the contributions pass runs
+            late_rows = None
+            if side_output and contrib is not None:
+                p = PAYLOAD
+                late_rows = contrib.filter(F.col("_kind") == "T").select(
+                    *[F.col(p + c).alias(c) for c in self.schema.fieldNames()],
+                    F.timestamp_micros("_w").alias("watermark"),
+                    F.timestamp_micros("window_start").alias("window_start"),
+                    F.timestamp_micros("window_end").alias("window_end"),
+                    F.lit(TOO_LATE_REASON).alias("reason"),
+                    F.col(p + "_file").alias("source_file"),
+                )
+            state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]
+            on_time = contrib.filter(F.col("_kind") == "P").select(*state_cols) if n_on else None
+            late = contrib.filter(F.col("_kind") == "L").select(*state_cols, "_seq") if n_late else None
+            read = plan["read"]
+            state = self.store.read(prev, read)
+            emit_wm = w_new if NEG_INF < w_new < POS_INF else None
+            emitted, new_state = step_windows(
+                self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
+                now_us=plan["now_us"], admit_us=plan.get("admit_us", plan["now_us"]),
+            )
+            if emitted is not None and not (plan["fires"] or n_late or self.cfg.early is not None):
+                # Nothing can be emitted (no window reaches W, no late update, no early trigger): skip
+                # the results job, which would scan the merged state only to write an empty frame.
+                emitted = None
+            obs = None
+            if emitted is not None:
+                obs = Observation(f"emit_{step}")
+                emitted = emitted.observe(
+                    obs,
+                    F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"),
+                    F.sum(F.when(F.col("kind") == "revision", 1).otherwise(0)).alias("revisions"),
+                    F.sum(F.when(F.col("kind") == "provisional", 1).otherwise(0)).alias("provisionals"),
+                )
+        except BaseException:
+            if counting is not None:  # never leave the pass running behind a failed step
+                with contextlib.suppress(Exception):
+                    counting.result()
+            raise
+
+        if counting is not None:
             t_c = time.monotonic()
-            counted = contrib.groupBy("_kind").agg(F.sum("_n").alias("pairs")).collect()
-            got = {r["_kind"]: int(r["pairs"]) for r in counted}
+            got = {r["_kind"]: int(r["pairs"]) for r in counting.result()}
             seen = (got.get("P", 0), got.get("L", 0), got.get("T", 0))
             if seen != (n_on, n_late, n_too_late):
                 expected = (n_on, n_late, n_too_late)
                 msg = f"step {step}: executors judged {seen} (on time, late, too late) pairs, the driver {expected}"
                 raise RuntimeError(msg)
-            log.debug("step %d: contributions %.2fs", step, time.monotonic() - t_c)
-        late_rows = None
-        if side_output and contrib is not None:
-            p = PAYLOAD
-            late_rows = contrib.filter(F.col("_kind") == "T").select(
-                *[F.col(p + c).alias(c) for c in self.schema.fieldNames()],
-                F.timestamp_micros("_w").alias("watermark"),
-                F.timestamp_micros("window_start").alias("window_start"),
-                F.timestamp_micros("window_end").alias("window_end"),
-                F.lit(TOO_LATE_REASON).alias("reason"),
-                F.col(p + "_file").alias("source_file"),
-            )
-        state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]
-        on_time = contrib.filter(F.col("_kind") == "P").select(*state_cols) if n_on else None
-        late = contrib.filter(F.col("_kind") == "L").select(*state_cols, "_seq") if n_late else None
-        read = plan["read"]
-        state = self.store.read(prev, read)
-        emit_wm = w_new if NEG_INF < w_new < POS_INF else None
-        emitted, new_state = step_windows(
-            self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
-            now_us=plan["now_us"], admit_us=plan.get("admit_us", plan["now_us"]),
-        )
-        if emitted is not None and not (plan["fires"] or n_late or self.cfg.early is not None):
-            # Nothing can be emitted (no window reaches W, no late update, no early trigger): skip
-            # the results job, which would scan the merged state only to write an empty frame.
-            emitted = None
-        obs = None
-        if emitted is not None:
-            obs = Observation(f"emit_{step}")
-            emitted = emitted.observe(
-                obs,
-                F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"),
-                F.sum(F.when(F.col("kind") == "revision", 1).otherwise(0)).alias("revisions"),
-                F.sum(F.when(F.col("kind") == "provisional", 1).otherwise(0)).alias("provisionals"),
-            )
+            log.debug("step %d: contributions (waited) %.2fs", step, time.monotonic() - t_c)
 
         def write_outputs() -> None:
             t_r = time.monotonic()
