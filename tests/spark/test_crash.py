@@ -17,12 +17,15 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from lowwater.config import load_config
+from lowwater.spark.engine import Engine
+
 from .test_cli import CONFIG
 
 pytestmark = pytest.mark.spark
 
 
-ROWS_PER_FILE = 400  # 12 files: 4.8k rows for the CI budget (30k rows also pass: docs/design.md)
+FILES, ROWS_PER_FILE = 8, 25_000  # 200k rows (+2 bad rows a file); one file a step
 
 PG_OUTPUT = """kind = "postgres"
 
@@ -34,26 +37,35 @@ metrics_table = "crash_metrics"
 """
 
 
-def land_many(root: Path, files: int = 12, rows_per_file: int = 400, seed: int = 3, pg: bool = False) -> None:
+def land_many(root: Path, files: int = 10, rows_per_file: int = 400, seed: int = 3, pg: bool = False) -> None:
+    """``files`` JSONL files of ``rows_per_file`` rows (two partitions, 5% far-late rows), generated
+    with numpy; with ``pg`` each file also gets one malformed line and one row without event time."""
     rng = np.random.default_rng(seed)
     landing = root / "landing"
     landing.mkdir(parents=True)
-    offsets = [0, 0]
-    t = 0
+    n = files * rows_per_file
+    arrival = np.cumsum(rng.integers(5, 40, n))
+    part = rng.integers(0, 2, n)
+    far = rng.random(n) <= 0.05
+    delay = np.where(far, rng.integers(5_000, 30_000, n), rng.exponential(800, n).astype(np.int64))
+    offset = np.zeros(n, dtype=np.int64)
+    for p in (0, 1):  # per-partition offsets 0, 1, 2, ... in arrival order
+        offset[part == p] = np.arange(int((part == p).sum()))
+    df = pd.DataFrame({"partition": part, "offset": offset, "event_time": arrival - delay, "arrival_time": arrival,
+                       "key": np.char.add("k", rng.integers(0, 5, n).astype(str)),
+                       "amount": rng.integers(1, 100, n).astype(float)})
     for i in range(files):
-        rows = []
-        for _ in range(rows_per_file):
-            t += int(rng.integers(5, 40))
-            p = int(rng.integers(0, 2))
-            delay = int(rng.exponential(800)) if rng.random() > 0.05 else int(rng.integers(5_000, 30_000))
-            rows.append({"partition": p, "offset": offsets[p], "event_time": t - delay, "arrival_time": t,
-                         "key": f"k{int(rng.integers(0, 5))}", "amount": float(rng.integers(1, 100))})
-            offsets[p] += 1
         f = landing / f"part-{i:03d}.jsonl"
-        bad = ['{"partition": 0, "offset": -1, "key": "k0"' + "\n",  # malformed JSON
-               json.dumps({"partition": 1, "offset": -1, "event_time": None, "arrival_time": t, "key": "k1",
-                           "amount": 1.0}) + "\n"] if pg else []  # no event time
-        f.write_text("".join(json.dumps(r) + "\n" for r in rows) + "".join(bad))
+        chunk = df.iloc[i * rows_per_file:(i + 1) * rows_per_file]
+        text = chunk.to_json(orient="records", lines=True)
+        if not text.endswith("\n"):
+            text += "\n"
+        if pg:
+            t = int(chunk["arrival_time"].iloc[-1])
+            text += ('{"partition": 0, "offset": -1, "key": "k0"' + "\n"  # malformed JSON
+                     + json.dumps({"partition": 1, "offset": -1, "event_time": None, "arrival_time": t, "key": "k1",
+                                   "amount": 1.0}) + "\n")  # no event time
+        f.write_text(text)
         os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
     text = CONFIG.format(fmt="jsonl")
     if pg:  # the URL comes from LOWWATER_PG_URL
@@ -81,9 +93,11 @@ def run(root: Path, env: dict | None = None, kill_after: float | None = None) ->
     while time.monotonic() < deadline and newest() <= start:
         time.sleep(0.1)
     time.sleep(kill_after)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    return -9
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # it finished first: the next run's assertions notice
+        pass
+    return proc.wait()
 
 
 def outputs(root: Path, url: str) -> dict[str, list]:
@@ -112,33 +126,41 @@ def pg_table(url: str, name: str, pipeline: str, drop: tuple[str, ...] = ()) -> 
     return sorted(map(tuple, df.astype(str).itertuples(index=False)))
 
 
-def test_kill_9_and_restart_gives_the_uninterrupted_outputs(tmp_path, pg_server):
+def test_kill_9_and_restart_gives_the_uninterrupted_outputs(tmp_path, pg_server, spark, monkeypatch):
     clean, crashed = tmp_path / "clean", tmp_path / "crashed"
-    land_many(clean, rows_per_file=ROWS_PER_FILE, pg=True)
-    land_many(crashed, rows_per_file=ROWS_PER_FILE, pg=True)
+    land_many(clean, files=FILES, rows_per_file=ROWS_PER_FILE, pg=True)
+    land_many(crashed, files=FILES, rows_per_file=ROWS_PER_FILE, pg=True)
     pg = {"LOWWATER_PG_URL": pg_server.url}
-    assert run(clean, env=pg) == 0
+    drain = FILES
+    # The uninterrupted reference runs in this process, on the shared session (one JVM start
+    # fewer; a different Spark session and process must give the same outputs, SEMANTICS.md §8).
+    monkeypatch.setenv("LOWWATER_PG_URL", pg_server.url)
+    Engine(load_config(clean / "pipeline.toml"), spark).run(drain=True)
+    # Kill points (steps 0 .. FILES-1 read one file each; the drain is step FILES):
     # 1. crash after the step's Parquet writes and PostgreSQL staging, before its delivery
-    assert run(crashed, env={**pg, "LOWWATER_FAULT": "before_deliver:3"}) == 137
-    # 2. crash between the PostgreSQL commit and the manifest commit (replay must be skipped)
-    assert run(crashed, env={**pg, "LOWWATER_FAULT": "before_commit:5"}) == 137
-    # 3. crash right after a manifest commit, before Spark's commit log
-    assert run(crashed, env={**pg, "LOWWATER_FAULT": "after_commit:7"}) == 137
-    # 4. kill -9 at an arbitrary moment, mid-step (random delay after this run's first commit)
+    assert run(crashed, env={**pg, "LOWWATER_FAULT": "before_deliver:1"}) == 137
+    # 2. kill -9 at an arbitrary moment mid-step: a random delay after this run's first commit
+    #    (a step takes seconds at this size, so the kill lands in a step's reading, folding,
+    #    writing, staging or delivery); again below
     rng = np.random.default_rng()
-    run(crashed, env=pg, kill_after=float(rng.uniform(0.0, 2.0)))
-    # 5. crash inside the drain step, after its delivery, before it commits
-    assert run(crashed, env={**pg, "LOWWATER_FAULT": "before_commit:12"}) == 137
+    delays = [float(d) for d in rng.uniform(0.0, 3.0, 2)]
+    assert run(crashed, env=pg, kill_after=delays[0]) == -signal.SIGKILL, "finished before the kill"
+    # 3. crash right after a manifest commit, before Spark's commit log (the batch is replayed)
+    assert run(crashed, env={**pg, "LOWWATER_FAULT": "after_commit:4"}) == 137
+    assert run(crashed, env=pg, kill_after=delays[1]) == -signal.SIGKILL, "finished before the kill"
+    # 4. crash inside the drain step, after its PostgreSQL delivery, before its manifest commit:
+    #    the restart replays the drain, which PostgreSQL recognises and skips
+    assert run(crashed, env={**pg, "LOWWATER_FAULT": f"before_commit:{drain}"}) == 137
     assert run(crashed, env=pg) == 0
     a, b = outputs(clean, pg_server.url), outputs(crashed, pg_server.url)
     for kind in ("results", "late", "metrics", "crash_results", "crash_late", "crash_metrics", "crash_dead_letter"):
-        assert b[kind] == a[kind], kind
-    assert a["crash_results"] and a["crash_late"] and len(a["crash_metrics"]) == 13
+        assert b[kind] == a[kind], (kind, delays)
+    assert a["crash_results"] and a["crash_late"] and len(a["crash_metrics"]) == FILES + 1
     assert len(a["crash_results"]) == len(a["results"]) and len(a["crash_late"]) == len(a["late"])
     assert b["staging_left"] == 0
     for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter", "windows_fired", "revisions"):
         assert b["summary"][k] == a["summary"][k], k
     s = b["summary"]
-    assert s["balanced"] and s["rows"] == 12 * (ROWS_PER_FILE + 2) and s["dead_letter"] == 24
-    assert len(b["crash_dead_letter"]) == 24
+    assert s["balanced"] and s["rows"] == FILES * (ROWS_PER_FILE + 2) and s["dead_letter"] == 2 * FILES
+    assert len(b["crash_dead_letter"]) == 2 * FILES
     assert s["on_time"] + s["late_updates"] + s["too_late"] + s["dead_letter"] == s["rows"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import tomllib
 
 import pandas as pd
@@ -10,6 +12,7 @@ import psycopg
 import pytest
 
 from lowwater.config import ConfigError, parse_config
+from lowwater.io import postgres as pg_module
 from lowwater.io.postgres import PostgresError, PostgresSink, mask_url
 from lowwater.spark.engine import Engine
 from lowwater.testing.postgres import PASSWORD
@@ -133,14 +136,24 @@ def test_session_windows_reach_postgres_like_parquet(spark, pg_server, tmp_path)
     assert len(late) == (len(pd.read_parquet(late_dir)) if late_dir.exists() else 0)
 
 
-def test_database_down_then_back_loses_and_doubles_nothing(spark, pg_server, tmp_path, monkeypatch, caplog):
-    clean, broken = tmp_path / "clean", tmp_path / "broken"
+OUTAGE_TABLES = {"results_table": "r2", "late_table": "l2", "dead_letter_table": "d2", "metrics_table": "m2"}
+
+
+@pytest.fixture(scope="module")
+def clean_run(spark, pg_server, tmp_path_factory) -> str:  # noqa: ANN001
+    """The uninterrupted reference of the database-outage tests: its pipeline name (output path)."""
+    clean = tmp_path_factory.mktemp("clean")
     land_many(clean, files=6, rows_per_file=300)
+    cfg = parse_config(pg_config(clean, pg_server.url, **OUTAGE_TABLES), clean)
+    Engine(cfg, spark).run(drain=True)
+    return cfg.output.path
+
+
+def test_database_down_then_back_loses_and_doubles_nothing(spark, pg_server, clean_run, tmp_path, monkeypatch,
+                                                           caplog):
+    broken = tmp_path / "broken"
     land_many(broken, files=6, rows_per_file=300)
-    tables = {"results_table": "r2", "late_table": "l2", "dead_letter_table": "d2", "metrics_table": "m2"}
-    c_cfg = parse_config(pg_config(clean, pg_server.url, **tables), clean)
-    b_cfg = parse_config(pg_config(broken, pg_server.url, retries=2, backoff="0.05s", **tables), broken)
-    Engine(c_cfg, spark).run(drain=True)
+    b_cfg = parse_config(pg_config(broken, pg_server.url, retries=2, backoff="0.05s", **OUTAGE_TABLES), broken)
 
     real = PostgresSink.deliver
 
@@ -163,7 +176,97 @@ def test_database_down_then_back_loses_and_doubles_nothing(spark, pg_server, tmp
     Engine(b_cfg, spark).run(drain=True)
     drop = ("duration_s", "watermark_lag_s", "source_file")
     for name in ("r2", "l2", "m2"):
-        a = table(pg_server.url, name, c_cfg.output.path, drop)
+        a = table(pg_server.url, name, clean_run, drop)
         b = table(pg_server.url, name, b_cfg.output.path, drop)
         assert a and b == a, name
     assert len(table(pg_server.url, "m2", b_cfg.output.path)) > 4  # the step that failed is in, once
+
+
+def _outage_in_staging(real, marks, pg_server, down_s: float):  # noqa: ANN001, ANN202
+    """A ``_copy_partition`` whose first executor function from step 3 on waits for the database to go down.
+
+    The executor tasks touch ``marks/staging`` and wait for ``marks/stopped``; a driver thread
+    stops the server on the first mark, writes the second, and starts the server ``down_s`` later.
+    The tasks' retry lines go to ``marks/executor.log`` (executors log in their own processes).
+    """
+    state = {"armed": True}
+
+    def driver_side() -> None:
+        while not (marks / "staging").exists():
+            time.sleep(0.05)
+        pg_server.stop()
+        (marks / "stopped").touch()
+        time.sleep(down_s)
+        pg_server.start()
+
+    def patched(cfg, staging, pipeline, step, columns, jsonish):  # noqa: ANN001, ANN202
+        fn = real(cfg, staging, pipeline, step, columns, jsonish)
+        if step < 3 or not state["armed"]:
+            return fn
+        state["armed"] = False
+        threading.Thread(target=driver_side, daemon=True).start()
+        where = str(marks)
+
+        def wrapped(batches):  # noqa: ANN001, ANN202 -- runs on an executor
+            import logging
+            import time
+            from pathlib import Path
+
+            lw = logging.getLogger("lowwater")
+            handler = logging.FileHandler(Path(where) / "executor.log")
+            lw.addHandler(handler)
+            try:
+                (Path(where) / "staging").touch()
+                deadline = time.monotonic() + 60
+                while not (Path(where) / "stopped").exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                yield from fn(batches)
+            finally:  # the Python worker is reused by later tasks
+                lw.removeHandler(handler)
+                handler.close()
+
+        return wrapped
+
+    return patched
+
+
+def test_database_restarted_while_retrying_loses_and_doubles_nothing(spark, pg_server, clean_run, tmp_path,
+                                                                      monkeypatch, caplog):
+    """The server goes away twice mid-run -- during the executors' staging COPY and during the
+    driver's delivery -- and is started again by a thread while the run retries: no error."""
+    back = tmp_path / "back"
+    land_many(back, files=6, rows_per_file=300)
+    # retries 8, backoff 0.5s doubling: a retry window of ~90s against outages of ~2s
+    k_cfg = parse_config(pg_config(back, pg_server.url, retries=8, backoff="0.5s", **OUTAGE_TABLES), back)
+
+    real = PostgresSink.deliver
+    timer = threading.Timer(1.5, pg_server.start)
+
+    def outage_in_delivery(self, step, spark_batch, metrics):  # noqa: ANN001, ANN202
+        if step == 1:  # down before the delivery's first attempt, back 1.5s later
+            pg_server.stop()
+            timer.start()
+        return real(self, step, spark_batch, metrics)
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setattr(PostgresSink, "deliver", outage_in_delivery)
+    monkeypatch.setattr(pg_module, "_copy_partition", _outage_in_staging(pg_module._copy_partition, marks,
+                                                                          pg_server, 2.0))
+    caplog.set_level(logging.WARNING, logger="lowwater")
+    Engine(k_cfg, spark).run(drain=True)  # no PostgresError
+    timer.join()
+    driver = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
+    assert any("delivering step 1 failed" in m for m in driver), driver
+    executor = (marks / "executor.log").read_text().splitlines()
+    assert any("staging step" in m and "retry 1/8" in m for m in executor), executor
+    for m in driver + executor:
+        assert PASSWORD not in m and "***" in m, m
+    drop = ("duration_s", "watermark_lag_s", "source_file")
+    for name in ("r2", "l2", "m2"):
+        a = table(pg_server.url, name, clean_run, drop)
+        b = table(pg_server.url, name, k_cfg.output.path, drop)
+        assert a and b == a, name
+    with psycopg.connect(pg_server.url) as conn:
+        left = conn.execute("SELECT count(*) FROM r2_staging WHERE lw_pipeline = %s", (k_cfg.output.path,))
+        assert left.fetchone()[0] == 0
