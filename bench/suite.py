@@ -19,7 +19,7 @@ the ratio; the suite ends with one ``bar`` line per bar of issue 5:
   trigger; for each window, the wall time from the landing of the file that
   moved ``W`` past its end to its final result being written.
 
-    python -m bench                 # the full suite (~15 min on 2 idle cores)
+    python -m bench                 # the full suite, 2 rounds (16 min on 2 idle cores)
     python -m bench --quick         # small sizes, for development (~4 min)
     python -m bench --cases keys,latency
 """
