@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 
@@ -59,68 +58,25 @@ def make_log(events: int, keys: int, partitions: int, rate: float, seed: int = 1
 
 def generate(directory: Path, events: int, keys: int, partitions: int, files: int, rate: float, seed: int = 1) -> None:
     """Land :func:`make_log`'s rows as ``files`` Parquet files in arrival order."""
-    directory.mkdir(parents=True, exist_ok=True)
-    table = make_log(events, keys, partitions, rate, seed)
-    per = -(-events // files)
-    for i in range(files):
-        path = directory / f"part-{i:05d}.parquet"
-        pq.write_table(table.slice(i * per, per), path)
+    from bench.suite import land  # bench.suite imports this module: import at call time
+
+    land(directory, make_log(events, keys, partitions, rate, seed), files)
 
 
 def native(spark, data: Path, window_s: int, lateness_s: int, files_per_batch: int, work: Path) -> float:  # noqa: ANN001
-    from pyspark.sql import functions as F
+    """Native Spark's tumbling-window query (the suite's ``native_run``); seconds."""
+    from bench.suite import Shape, native_run
 
-    schema = spark.read.parquet(str(data)).schema
-    df = (
-        spark.readStream.schema(schema)
-        .option("maxFilesPerTrigger", files_per_batch)
-        .parquet(str(data))
-        .withWatermark("event_time", f"{lateness_s} seconds")
-        .groupBy(F.window("event_time", f"{window_s} seconds"), "key")
-        .agg(F.count(F.lit(1)).alias("count"), F.sum("amount").alias("total"))
-    )
-    t0 = time.monotonic()
-    q = (
-        df.writeStream.outputMode("append")
-        .format("noop")
-        .option("checkpointLocation", str(work / "native-ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    return time.monotonic() - t0
+    return native_run(spark, data, Shape("tumbling", size_s=window_s), lateness_s, files_per_batch,
+                      work / "native-ckpt")["seconds"]
 
 
 def lowwater_run(spark, data: Path, window_s: int, lateness_s: int, files_per_batch: int, work: Path) -> float:  # noqa: ANN001
-    from lowwater.config import parse_config
-    from lowwater.spark.engine import Engine
+    """lowwater on the same files (the suite's ``lowwater_run``, G = 0); seconds."""
+    from bench import suite
 
-    cfg = parse_config(
-        {
-            "source": {
-                "format": "parquet",
-                "path": str(data),
-                "partition": "partition",
-                "offset": "offset",
-                "arrival_time": "arrival_time",
-                "event_time": "event_time",
-                "max_files_per_batch": files_per_batch,
-            },
-            "watermark": {"max_out_of_orderness": f"{lateness_s}s"},
-            "window": {
-                "type": "tumbling",
-                "size": f"{window_s}s",
-                "allowed_lateness": "0s",
-                "key": ["key"],
-                "aggregations": {"total": "sum(amount)"},
-            },
-            "late": {"policy": "drop"},
-            "output": {"path": str(work / "lowwater-out")},
-        }
-    )
-    t0 = time.monotonic()
-    Engine(cfg, spark).run(once=True)
-    return time.monotonic() - t0
+    shape = suite.Shape("tumbling", size_s=window_s)
+    return suite.lowwater_run(spark, data, shape, lateness_s, 0, files_per_batch, work / "lowwater-out")["seconds"]
 
 
 def main(argv: list[str] | None = None) -> None:

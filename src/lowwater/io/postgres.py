@@ -99,27 +99,22 @@ def with_retries(cfg: PostgresConfig, what: str, fn: Callable[[], T_]) -> T_:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+_PG_TYPES: tuple[tuple[tuple[type, ...], str], ...] = (
+    ((T.StringType,), "text"),
+    ((T.LongType, T.IntegerType, T.ShortType, T.ByteType), "bigint"),
+    ((T.DoubleType, T.FloatType), "double precision"),
+    ((T.DecimalType,), "numeric"),
+    ((T.BooleanType,), "boolean"),
+    ((T.TimestampType,), "timestamptz"),
+    ((T.TimestampNTZType,), "timestamp"),
+    ((T.DateType,), "date"),
+    ((T.BinaryType,), "bytea"),
+)
+
+
 def pg_type(dt: T.DataType) -> str:
     """The column type a Spark type is stored as (complex types as JSON text)."""
-    if isinstance(dt, T.StringType):
-        return "text"
-    if isinstance(dt, T.LongType | T.IntegerType | T.ShortType | T.ByteType):
-        return "bigint"
-    if isinstance(dt, T.DoubleType | T.FloatType):
-        return "double precision"
-    if isinstance(dt, T.DecimalType):
-        return "numeric"
-    if isinstance(dt, T.BooleanType):
-        return "boolean"
-    if isinstance(dt, T.TimestampType):
-        return "timestamptz"
-    if isinstance(dt, T.TimestampNTZType):
-        return "timestamp"
-    if isinstance(dt, T.DateType):
-        return "date"
-    if isinstance(dt, T.BinaryType):
-        return "bytea"
-    return "jsonb"
+    return next((name for types, name in _PG_TYPES if isinstance(dt, types)), "jsonb")
 
 
 def _json(v: Any) -> str | None:

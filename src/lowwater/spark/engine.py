@@ -23,7 +23,6 @@ step from the same state (SEMANTICS.md §8).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -439,8 +438,7 @@ class Engine:
                 )
         except BaseException:
             if counting is not None:  # never leave the pass running behind a failed step
-                with contextlib.suppress(Exception):
-                    counting.result()
+                counting.join()
             raise
 
         if counting is not None:

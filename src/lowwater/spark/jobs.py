@@ -35,34 +35,23 @@ class Background:
         self._thread = InheritableThread(target=run)
         self._thread.start()
 
-    def result(self) -> Any:
+    def join(self) -> None:
+        """Wait for the callable to finish, without raising its error."""
         self._thread.join()
+
+    def result(self) -> Any:
+        self.join()
         if self._error is not None:
             raise self._error
         return self._value
 
 
 def side_by_side(*jobs: Callable[[], Any]) -> list[Any]:
-    """Run each callable in its own thread; their results in order, or the first error raised."""
-    results: list[Any] = [None] * len(jobs)
-    errors: list[BaseException | None] = [None] * len(jobs)
-
-    def runner(i: int) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                results[i] = jobs[i]()
-            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread below
-                errors[i] = e
-
-        return run
-
-    threads = [InheritableThread(target=runner(i)) for i in range(1, len(jobs))]
-    for t in threads:
-        t.start()
-    runner(0)()  # the first job on the calling thread
-    for t in threads:
-        t.join()
-    for e in errors:
-        if e is not None:
-            raise e
-    return results
+    """Run each callable in its own thread (the first on the caller's); their results in order, or the first error."""
+    others = [Background(job) for job in jobs[1:]]
+    try:
+        first = jobs[0]()
+    finally:
+        for b in others:  # every thread has finished before anything is raised
+            b.join()
+    return [first, *(b.result() for b in others)]
