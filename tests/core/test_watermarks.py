@@ -7,6 +7,8 @@ random logs, and must give the same W(r) however the log is cut (§8).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -163,3 +165,26 @@ def test_tracker_matches_the_contract_and_any_cutting(case):
         got += pieces.advance(parts[lo:hi], ev[lo:hi], arr[lo:hi]).tolist()
     assert got == expected
     assert pieces.watermark_us == whole.watermark_us
+
+
+@settings(max_examples=300, deadline=None)
+@given(logs(), st.booleans())
+def test_the_path_without_idleness_equals_the_matrix_path(case, with_arrival):
+    """The O(rows) path taken when idleness is off gives the same W(r) and carried state
+    (maxima, last arrivals, clocks, regressions) as the general (rows x partitions) one."""
+    strategy, rows, cuts = case
+    strategy = dataclasses.replace(strategy, idle_timeout_us=None)
+    assert strategy.idle_timeout_us is None
+    parts = np.array([r[0] for r in rows])
+    ev = np.array([r[1] for r in rows], dtype=np.int64)
+    arr = np.array([r[2] for r in rows], dtype=np.int64) if with_arrival else None
+    fast, matrix = WatermarkTracker(strategy), WatermarkTracker(strategy)
+    bounds = [0, *cuts, len(rows)]
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        a = None if arr is None else arr[lo:hi]
+        got = fast.advance(parts[lo:hi], ev[lo:hi], a)
+        idx = matrix.partition_indices(parts[lo:hi])
+        want = matrix._advance_chunk(idx, ev[lo:hi], a)  # noqa: SLF001 - the general path, for comparison
+        matrix.state.rows_seen += hi - lo
+        assert got.tolist() == want.tolist()
+        assert fast.state.to_json() == matrix.state.to_json()

@@ -41,14 +41,46 @@ def arrival_order(
         if partition_sort is not None:
             keys.append(_sort_codes(partition_sort))
         keys.append(np.asarray(arrival_us))
-    if not keys or n == 0:
+    if not keys or n == 0 or _in_order(keys):
         return np.arange(n, dtype=np.int64)
+    first = keys[-1]
+    if n > 1 and bool((first[1:] >= first[:-1]).all()):
+        # Already in order by the most significant key (e.g. the arrival clock): only the runs
+        # of equal values need sorting, and they keep their positions.
+        eq = first[1:] == first[:-1]
+        tied = np.zeros(n, dtype=bool)
+        tied[1:] |= eq
+        tied[:-1] |= eq
+        at = np.flatnonzero(tied)
+        order = np.arange(n, dtype=np.int64)
+        order[at] = at[np.lexsort([k[at] for k in keys])]
+        return order
     return np.lexsort(keys)
 
 
+def _in_order(keys: list[np.ndarray]) -> bool:
+    """Are the rows already sorted by ``keys`` (least significant first, as for ``np.lexsort``)?
+
+    Files usually hold rows in arrival order: a few O(n) comparisons then
+    replace the sort (a ~20 ms lexsort on 250k rows).
+    """
+    undecided = np.ones(len(keys[0]) - 1, dtype=bool)
+    for k in reversed(keys):
+        a, b = k[:-1], k[1:]
+        if (undecided & (b < a)).any():
+            return False
+        undecided &= b == a
+        if not undecided.any():
+            break
+    return True
+
+
 def _sort_codes(values: np.ndarray) -> np.ndarray:
-    """Dense codes that sort like ``values`` (numbers numerically, strings lexically)."""
-    _, codes = np.unique(np.asarray(values), return_inverse=True)
+    """Something that sorts like ``values``: numbers as they are, anything else as dense codes."""
+    values = np.asarray(values)
+    if np.issubdtype(values.dtype, np.number) or values.dtype == bool:
+        return values
+    _, codes = np.unique(values, return_inverse=True)
     return codes
 
 
