@@ -141,13 +141,12 @@ def test_kill_9_and_restart_gives_the_uninterrupted_outputs(tmp_path, pg_server,
     assert run(crashed, env={**pg, "LOWWATER_FAULT": "before_deliver:1"}) == 137
     # 2. kill -9 at an arbitrary moment mid-step: a random delay after this run's first commit
     #    (a step takes seconds at this size, so the kill lands in a step's reading, folding,
-    #    writing, staging or delivery); again below
+    #    writing, staging or delivery; each CI run draws another moment)
     rng = np.random.default_rng()
-    delays = [float(d) for d in rng.uniform(0.0, 3.0, 2)]
+    delays = [float(rng.uniform(0.0, 3.0))]
     assert run(crashed, env=pg, kill_after=delays[0]) == -signal.SIGKILL, "finished before the kill"
     # 3. crash right after a manifest commit, before Spark's commit log (the batch is replayed)
-    assert run(crashed, env={**pg, "LOWWATER_FAULT": "after_commit:4"}) == 137
-    assert run(crashed, env=pg, kill_after=delays[1]) == -signal.SIGKILL, "finished before the kill"
+    assert run(crashed, env={**pg, "LOWWATER_FAULT": "after_commit:5"}) == 137
     # 4. crash inside the drain step, after its PostgreSQL delivery, before its manifest commit:
     #    the restart replays the drain, which PostgreSQL recognises and skips
     assert run(crashed, env={**pg, "LOWWATER_FAULT": f"before_commit:{drain}"}) == 137

@@ -33,7 +33,7 @@ from datetime import datetime
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import CapturedException
@@ -45,6 +45,7 @@ from lowwater.core.lateness import TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.core.tracker import PartitionCodes, TrackerState, WatermarkTracker
 from lowwater.io.files import CORRUPT, PARSE_CONF, read_stream, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
+from lowwater.spark.columns import col, memo, select
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
 from lowwater.spark.jobs import Background, side_by_side
 from lowwater.spark.parse import normalise
@@ -161,12 +162,17 @@ def _pair_counts(contrib: DataFrame, step: int) -> tuple[int, int, int]:
     :class:`Observation` (metrics of a completed action count each task once).
     """
     obs = Observation(f"pairs_{step}")
-    kind, n = F.col("_kind"), F.col("_n")
-    contrib.observe(
-        obs, *[F.sum(F.when(kind == k, n).otherwise(0)).alias(k) for k in ("P", "L", "T")]
-    ).write.format("noop").mode("overwrite").save()
+    sums = memo("pair_counts", lambda: [
+        F.sum(F.when(F.col("_kind") == k, F.col("_n")).otherwise(0)).alias(k) for k in ("P", "L", "T")
+    ])
+    contrib.observe(obs, *sums).write.format("noop").mode("overwrite").save()
     got = obs.get
     return int(got.get("P") or 0), int(got.get("L") or 0), int(got.get("T") or 0)
+
+
+def _is_kind(kind: str) -> Column:
+    """``_kind = kind`` on the contributions frame (built once per context)."""
+    return memo(("is_kind", kind), lambda: col("_kind") == kind)
 
 
 class Engine:
@@ -269,7 +275,7 @@ class Engine:
             # executors check every id they look up (contrib) and the step checks
             # their pair counts against the driver's.
             parsed = normalise(df, cfg).withColumn("_rid", F.monotonically_increasing_id())
-            compact = parsed.select(*self._compact_columns()).toArrow()
+            compact = select(parsed, self._compact_columns()).toArrow()
             t_collect = time.monotonic()
             plan = self._plan(compact, tracker, prev)
             plan["admit_us"] = admit_us
@@ -385,7 +391,7 @@ class Engine:
         cols = list(dict.fromkeys([*need, *(payload or []), "_event_us", "_rid"]))
         if clip:
             cols.append("_arrival_us")  # only clipping needs the arrival clock on the executors
-        valid = parsed.filter(F.col("_dead").isNull()).select(*cols)
+        valid = select(parsed.filter(memo("valid", lambda: F.col("_dead").isNull())), cols)
         fields = {f.name: f for f in parsed.schema.fields}
         schema = contrib_schema(self.layout, [fields[c] for c in payload] if payload else None)
         fn = make_contribute(
@@ -436,8 +442,8 @@ class Engine:
                     F.col(p + "_file").alias("source_file"),
                 )
             state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]
-            on_time = contrib.filter(F.col("_kind") == "P").select(*state_cols) if n_on else None
-            late = contrib.filter(F.col("_kind") == "L").select(*state_cols, "_seq") if n_late else None
+            on_time = select(contrib.filter(_is_kind("P")), state_cols) if n_on else None
+            late = select(contrib.filter(_is_kind("L")), [*state_cols, "_seq"]) if n_late else None
             read = plan["read"]
             state = self.store.read(prev, read)
             emit_wm = w_new if NEG_INF < w_new < POS_INF else None
@@ -452,12 +458,11 @@ class Engine:
             obs = None
             if emitted is not None:
                 obs = Observation(f"emit_{step}")
-                emitted = emitted.observe(
-                    obs,
+                emitted = emitted.observe(obs, *memo("emitted_counts", lambda: [
                     F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"),
                     F.sum(F.when(F.col("kind") == "revision", 1).otherwise(0)).alias("revisions"),
                     F.sum(F.when(F.col("kind") == "provisional", 1).otherwise(0)).alias("provisionals"),
-                )
+                ]))
         except BaseException:
             if counting is not None:  # never leave the pass running behind a failed step
                 counting.join()

@@ -7,25 +7,58 @@ Hadoop FileSystem makes the same code work for every scheme Spark can write.
 
 from __future__ import annotations
 
+import os
+from urllib.parse import urlsplit
+
 from pyspark.sql import SparkSession
 
 
 class HadoopFS:
-    """A few file operations on any path Spark can address."""
+    """A few file operations on any path Spark can address.
+
+    Every JVM call is a py4j round trip, and the engine lists the state
+    directory twice a step: on the local file system (``file:`` paths, or
+    plain ones when it is the default) listing and existence checks are done
+    by Python directly, hiding Hadoop's ``.crc`` side files as Hadoop does.
+    """
 
     def __init__(self, spark: SparkSession) -> None:
         self._jvm = spark.sparkContext._jvm  # noqa: SLF001
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
+        self._path_class = self._jvm.org.apache.hadoop.fs.Path
+        self._systems: dict[tuple[str, str], object] = {}
+        self._default_local = str(self._conf.get("fs.defaultFS") or "file:///").startswith("file:")
 
     def _path(self, path: str):  # noqa: ANN202
-        p = self._jvm.org.apache.hadoop.fs.Path(path)
-        return p, p.getFileSystem(self._conf)
+        p = self._path_class(path)
+        parts = urlsplit(path)
+        where = (parts.scheme, parts.netloc)
+        if where not in self._systems:
+            self._systems[where] = p.getFileSystem(self._conf)
+        return p, self._systems[where]
+
+    def _local(self, path: str) -> str | None:
+        """The OS path of ``path`` when it is on the local file system, else None."""
+        parts = urlsplit(path)
+        if parts.scheme == "file" and parts.netloc in ("", "localhost"):
+            return parts.path
+        if not parts.scheme and self._default_local:
+            return path
+        return None
 
     def exists(self, path: str) -> bool:
+        local = self._local(path)
+        if local is not None:
+            return os.path.exists(local)
         p, fs = self._path(path)
         return bool(fs.exists(p))
 
     def list_names(self, path: str) -> list[str]:
+        local = self._local(path)
+        if local is not None:
+            if not os.path.isdir(local):
+                return []
+            return sorted(n for n in os.listdir(local) if not (n.startswith(".") and n.endswith(".crc")))
         p, fs = self._path(path)
         if not fs.exists(p):
             return []

@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
 from lowwater.io.files import CORRUPT
+from lowwater.spark.columns import select_built
 
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -72,14 +73,24 @@ def _first_reason(checks: list[tuple[Column, Column | str]]) -> Column:
 
 
 def normalise(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
-    """Add the engine's columns (see module docstring) to a batch of raw input rows."""
+    """Add the engine's columns (see module docstring) to a batch of raw input rows.
+
+    The expressions depend only on the schema and the configuration: built once
+    per SparkContext (``columns.memo``), not once per micro-batch.
+    """
+    schema = df.schema
+    key = ("normalise", schema.json(), cfg.source, tuple(cfg.window.value_columns))
+    return select_built(df, key, lambda: ["*", *_engine_columns(schema, cfg)])
+
+
+def _engine_columns(schema: T.StructType, cfg: PipelineConfig) -> list[Column]:
     src = cfg.source
-    types = {f.name: f.dataType for f in df.schema.fields}
+    types = {f.name: f.dataType for f in schema.fields}
     ev_raw = F.col(src.event_time)
     event_us = time_us(ev_raw, types[src.event_time], src.unit_us)
     checks: list[tuple[Column, Column | str]] = []
     if CORRUPT in types:
-        checks.append((F.col(CORRUPT).isNotNull(), _malformed_reason(df.schema, src.format)))
+        checks.append((F.col(CORRUPT).isNotNull(), _malformed_reason(schema, src.format)))
     checks.append((ev_raw.isNull(), f"missing event_time ({src.event_time})"))
     checks.append((
         event_us.isNull(),
@@ -107,15 +118,14 @@ def normalise(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
     part_type = types[src.partition] if src.partition else T.StringType()
     part = F.col(src.partition).cast("string") if src.partition else F.lit("0")
     psort = F.col(src.partition) if src.partition and isinstance(part_type, _NUMERIC) else part
-    return df.select(
-        "*",
+    return [
         event_us.alias("_event_us"),
         arrival_us.alias("_arrival_us"),
         part.alias("_part"),
         psort.alias("_psort"),
         offset.alias("_offset"),
         _first_reason(checks).alias("_dead"),
-    )
+    ]
 
 
 def value_column(name: str) -> Column:

@@ -45,6 +45,7 @@ from pyspark.sql import types as T
 
 from lowwater.core.aggregates import AggSpec
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
+from lowwater.spark.columns import cols, memo, select, select_built
 
 SEQ_BASE = -(2**62)
 
@@ -144,10 +145,13 @@ class StateLayout:
 
     def as_state_partials(self, partials: DataFrame, admit_us: int | None = None) -> DataFrame:
         """On-time partials as state rows: not fired, revision 0, all of them pending since ``admit_us``."""
-        fresh: dict[str, Column] = {}
-        if self.early is not None:
-            fresh = {self.pending_of(c): F.col(c) for c in self.partial_cols()}
-            fresh["_since"] = F.lit(admit_us)
+        if self.early is None:  # nothing depends on the step: the column list is built once
+            return select_built(partials, ("state_partials", self), lambda: [
+                *self.window_cols, *self.partial_cols(), F.lit(False).alias("_fired"),
+                F.lit(0).cast("long").alias("_rev"),
+            ])
+        fresh: dict[str, Column] = {self.pending_of(c): F.col(c) for c in self.partial_cols()}
+        fresh["_since"] = F.lit(admit_us)
         return partials.select(
             *self.window_cols, *self.partial_cols(), F.lit(False).alias("_fired"), F.lit(0).cast("long").alias("_rev"),
             *self._extras(fresh),
@@ -155,10 +159,10 @@ class StateLayout:
 
     def as_state_late(self, late: DataFrame) -> DataFrame:
         """Late-update pairs as state rows: fired, one revision each."""
-        return late.select(
+        return select_built(late, ("state_late", self), lambda: [
             *self.window_cols, *self.partial_cols(), F.lit(True).alias("_fired"), F.lit(1).cast("long").alias("_rev"),
             *self._extras({}),
-        )
+        ])
 
     def _merge_aggs(self, rev: Column) -> list[Column]:
         aggs: list[Column] = [_merge_fn(c)(c).alias(c) for c in [*self.partial_cols(), *self.extra_cols()]]
@@ -166,11 +170,12 @@ class StateLayout:
 
     def merge(self, parts: list[DataFrame]) -> DataFrame:
         """Combine partials of the same (key, window): sums add, mins/maxes fold."""
-        cols = self.merge_cols()
-        union = parts[0].select(*cols)
+        names = self.merge_cols()
+        union = select(parts[0], names)
         for p in parts[1:]:
-            union = union.unionByName(p.select(*cols))
-        return union.groupBy(*self.window_cols).agg(*self._merge_aggs(F.sum("_rev")))
+            union = union.unionByName(select(p, names))
+        aggs = memo(("merge_aggs", self), lambda: self._merge_aggs(F.sum("_rev")))
+        return union.groupBy(*cols(self.window_cols)).agg(*aggs)
 
     def due(self, watermark_us: int, now_us: int | None) -> Column:
         """Spark SQL mirror of :meth:`EarlyTrigger.is_due` for the open windows of ``base``."""
@@ -226,6 +231,14 @@ class StateLayout:
 
     def emission(self, df: DataFrame, kind: str, revision: Column, watermark_us: int | None, step: int) -> DataFrame:
         """Shape a partial-aggregate frame as result rows."""
+        out: list[Column] = [*memo(("emission_values", self), self._emission_values)]
+        wm = F.timestamp_micros(F.lit(watermark_us)) if watermark_us is not None else F.lit(None).cast("timestamp")
+        # batch_id is not a data column: it is the output directory (``batch_id=<step>``).
+        out += [F.lit(kind).alias("kind"), revision.cast("long").alias("revision"), wm.alias("watermark")]
+        return df.select(*out)
+
+    def _emission_values(self) -> list[Column]:
+        """The result columns that do not depend on the step: keys, window, count, aggregates."""
         out: list[Column] = [F.col(k) for k in self.keys]
         out += [F.timestamp_micros("window_start").alias("window_start"),
                 F.timestamp_micros("window_end").alias("window_end"),
@@ -240,10 +253,7 @@ class StateLayout:
                 "count": F.col(f"_nn{i}"),
             }[a.func]
             out.append(expr.cast("long" if a.func == "count" else "double").alias(a.name))
-        wm = F.timestamp_micros(F.lit(watermark_us)) if watermark_us is not None else F.lit(None).cast("timestamp")
-        # batch_id is not a data column: it is the output directory (``batch_id=<step>``).
-        out += [F.lit(kind).alias("kind"), revision.cast("long").alias("revision"), wm.alias("watermark")]
-        return df.select(*out)
+        return out
 
 
 def step_windows(
@@ -351,5 +361,6 @@ def step_windows(
     )
     if layout.timed:
         new_state = new_state.withColumn("_due", F.when(~F.col("_fired") & (F.col("_pn") > 0), F.col("_since")))
-    names = [f.name for f in layout.schema().fields]
-    return emitted, new_state.select(*names, F.col("window_end").alias("_bucket"))
+    return emitted, select_built(new_state, ("state_rows", layout), lambda: [
+        *[f.name for f in layout.schema().fields], F.col("window_end").alias("_bucket"),
+    ])
