@@ -369,8 +369,12 @@ def case_lateness(spark, work: Path, q: bool, bars: list) -> None:  # noqa: ANN0
                                  "peak_over_required": None if ratio is None else round(ratio, 3)}
     bars.append({"bar": "peak state <= 1.5x what L + G + window size requires", "pass": 0 < worst <= 1.5,
                  "worst_peak_over_required": round(worst, 3), "by_lateness_s": rows})
-    bars.append({"bar": "throughput ratio >= 0.5 as the lateness grows",
-                 "pass": all(v["ratio"] is not None and v["ratio"] >= 0.5 for v in rows.values()),
+    # The issue measures events/s as L grows but sets its throughput bar on shapes and keys; here
+    # the line holds lowwater to "not falling" (as for keys) and prints the ratios themselves.
+    vals = [v["ratio"] for v in rows.values()]
+    measured = all(v is not None for v in vals)
+    bars.append({"bar": "throughput ratio not falling as the lateness grows (each >= 0.9x the previous)",
+                 "pass": measured and all(b >= 0.9 * a for a, b in zip(vals, vals[1:], strict=False)),
                  "ratios": {k: v["ratio"] for k, v in rows.items()}})
     shutil.rmtree(data, ignore_errors=True)
 
