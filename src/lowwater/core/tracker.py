@@ -122,16 +122,12 @@ class WatermarkTracker:
             raise ValueError(msg)
         if self.strategy.idle_timeout_us is None:
             out = self._advance_without_idleness(idx, ev, arr)
-            self.state.rows_seen += len(ev)
-            return out
-        out = np.empty(len(ev), dtype=np.int64)
-        n_parts = max(1, len(self.state.partitions))
-        step = max(1024, _CELLS_PER_CHUNK // n_parts)
-        for lo in range(0, len(ev), step):
-            hi = min(len(ev), lo + step)
-            out[lo:hi] = self._advance_chunk(
-                idx[lo:hi], ev[lo:hi], None if arr is None else arr[lo:hi]
-            )
+        else:
+            out = np.empty(len(ev), dtype=np.int64)
+            step = max(1024, _CELLS_PER_CHUNK // max(1, len(self.state.partitions)))
+            for lo in range(0, len(ev), step):
+                hi = min(len(ev), lo + step)
+                out[lo:hi] = self._advance_chunk(idx[lo:hi], ev[lo:hi], None if arr is None else arr[lo:hi])
         self.state.rows_seen += len(ev)
         return out
 

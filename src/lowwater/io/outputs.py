@@ -53,8 +53,8 @@ class ParquetOutputs:
     def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: StructType) -> None:
         """A handful of driver-side rows (metrics): plain Parquet when the path is local, else Spark."""
         target = self.path(kind, step)
-        local = target[len("file:"):] if target.startswith("file:") else target
-        if "://" in local:
+        local = self.fs.local_path(target)
+        if local is None:
             self.write(kind, step, self.spark.createDataFrame(table.to_pylist(), spark_schema))
             return
         d = Path(local)

@@ -170,6 +170,14 @@ def _pair_counts(contrib: DataFrame, step: int) -> tuple[int, int, int]:
     return int(got.get("P") or 0), int(got.get("L") or 0), int(got.get("T") or 0)
 
 
+def _emission_counts() -> list[Column]:
+    """Observed on a step's emissions: how many finals, revisions and provisionals it wrote."""
+    return memo("emission_counts", lambda: [
+        F.sum(F.when(F.col("kind") == kind, 1).otherwise(0)).alias(name)
+        for kind, name in (("final", "finals"), ("revision", "revisions"), ("provisional", "provisionals"))
+    ])
+
+
 def _is_kind(kind: str) -> Column:
     """``_kind = kind`` on the contributions frame (built once per context)."""
     return memo(("is_kind", kind), lambda: col("_kind") == kind)
@@ -458,11 +466,7 @@ class Engine:
             obs = None
             if emitted is not None:
                 obs = Observation(f"emit_{step}")
-                emitted = emitted.observe(obs, *memo("emitted_counts", lambda: [
-                    F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"),
-                    F.sum(F.when(F.col("kind") == "revision", 1).otherwise(0)).alias("revisions"),
-                    F.sum(F.when(F.col("kind") == "provisional", 1).otherwise(0)).alias("provisionals"),
-                ]))
+                emitted = emitted.observe(obs, *_emission_counts())
         except BaseException:
             if counting is not None:  # never leave the pass running behind a failed step
                 counting.join()
@@ -619,7 +623,7 @@ class Engine:
             fired = 0
             if emitted is not None:
                 obs = Observation(f"drain_{step}")
-                emitted = emitted.observe(obs, F.sum(F.when(F.col("kind") == "final", 1).otherwise(0)).alias("finals"))
+                emitted = emitted.observe(obs, *_emission_counts())
                 self.outputs.write("results", step, emitted)
                 fired = int(obs.get.get("finals") or 0)
             else:

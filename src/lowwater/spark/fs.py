@@ -37,7 +37,7 @@ class HadoopFS:
             self._systems[where] = p.getFileSystem(self._conf)
         return p, self._systems[where]
 
-    def _local(self, path: str) -> str | None:
+    def local_path(self, path: str) -> str | None:
         """The OS path of ``path`` when it is on the local file system, else None."""
         parts = urlsplit(path)
         if parts.scheme == "file" and parts.netloc in ("", "localhost"):
@@ -47,14 +47,14 @@ class HadoopFS:
         return None
 
     def exists(self, path: str) -> bool:
-        local = self._local(path)
+        local = self.local_path(path)
         if local is not None:
             return os.path.exists(local)
         p, fs = self._path(path)
         return bool(fs.exists(p))
 
     def list_names(self, path: str) -> list[str]:
-        local = self._local(path)
+        local = self.local_path(path)
         if local is not None:
             if not os.path.isdir(local):
                 return []

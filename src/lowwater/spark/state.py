@@ -139,8 +139,8 @@ class BucketStateStore:
         Read from the Parquet footers' statistics when local (no Spark job).
         """
         target = f"{self.root}/v{step:012d}"
-        local = target[len("file:"):] if target.startswith("file:") else target
-        if "://" not in target and Path(local).is_dir():
+        local = self.fs.local_path(target)
+        if local is not None and Path(local).is_dir():
             out: dict[int, int | None] = {}
             for d in Path(local).glob("_bucket=*"):
                 lows = []
@@ -158,8 +158,8 @@ class BucketStateStore:
 
     def _bucket_stats(self, target: str) -> dict[int, tuple[int, int]]:
         """Rows and bytes per written bucket, from the Parquet footers (no Spark job when local)."""
-        local = target[len("file:"):] if target.startswith("file:") else target
-        if "://" not in target and Path(local).is_dir():
+        local = self.fs.local_path(target)
+        if local is not None and Path(local).is_dir():
             out = {}
             for d in Path(local).glob("_bucket=*"):
                 files = list(d.glob("*.parquet"))
