@@ -20,7 +20,7 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
     if summary.get("provisionals"):
         t.add_row("provisional (early)", f"{summary['provisionals']:,}")
     t.add_row("completeness", f"{summary['completeness']:.4%}")
-    t.add_row("final watermark", str(summary["final_watermark"]))
+    t.add_row("final watermark", str(summary["final_watermark"] or "undefined"))
     t.add_row("accounting balanced", "yes" if summary["balanced"] else "[red]NO[/]")
     console.print(t)
     console.print(f"outputs: {output_path}/{{results,late,dead_letter,metrics}}, {output_path}/summary.json")

@@ -8,7 +8,12 @@ and converted once, at the boundary, by :func:`to_duration_us`.
 
 ``NEG_INF`` / ``POS_INF`` stand for an undefined watermark and the drained
 watermark. They sit at +-2**62, far from any real timestamp, so that
-``max_event - bound`` never overflows int64.
+``max_event - bound`` never overflows int64. They never reach an output as
+such: every output (Parquet, PostgreSQL, ``summary.json``) writes the drained
+watermark as ``MAX_TIMESTAMP_US`` (2262-04-11T23:47:16.854775Z: the last
+microsecond pandas' ``datetime64[ns]`` holds, which Spark's ``toPandas``
+converts every timestamp to; Spark's own 9999-12-31 would make it fail) and
+the undefined one as null (:func:`output_us`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from datetime import UTC, datetime, timedelta
 
 NEG_INF: int = -(2**62)
 POS_INF: int = 2**62
+# The drained (+inf) watermark as written to every output: 2262-04-11T23:47:16.854775Z
+# (pandas.Timestamp.max to the microsecond; every reader -- Spark, pandas, PostgreSQL -- holds it).
+MAX_TIMESTAMP_US: int = 9_223_372_036_854_775
 
 US_PER: dict[str, int] = {
     "us": 1,
@@ -63,19 +71,32 @@ def format_duration_us(us: int) -> str:
     return f"{us}us"
 
 
-def to_datetime(us: int | None) -> datetime | None:
-    """µs since the epoch to an aware UTC datetime; ``None`` for +-inf/undefined."""
-    if us is None or us <= NEG_INF or us >= POS_INF:
-        return None
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(us))
+def output_us(us: int | None) -> int | None:
+    """A watermark as an output writes it: null when undefined, ``MAX_TIMESTAMP_US`` when drained.
 
-
-def format_ts(us: int | None) -> str:
-    """Human-readable UTC timestamp; ``-inf``/``+inf`` for the sentinels."""
+    >>> output_us(NEG_INF), output_us(POS_INF) == MAX_TIMESTAMP_US, output_us(5)
+    (None, True, 5)
+    """
     if us is None or us <= NEG_INF:
-        return "-inf"
-    if us >= POS_INF:
-        return "+inf"
+        return None
+    return min(int(us), MAX_TIMESTAMP_US)
+
+
+def to_datetime(us: int | None) -> datetime | None:
+    """µs since the epoch to an aware UTC datetime; ``None`` when undefined, the max timestamp when drained."""
+    out = output_us(us)
+    if out is None:
+        return None
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=out)
+
+
+def format_ts(us: int | None) -> str | None:
+    """ISO-8601 UTC text of a watermark (``...Z``); ``None`` when undefined, the max timestamp when drained.
+
+    >>> format_ts(POS_INF), format_ts(1_500_000), format_ts(NEG_INF)
+    ('2262-04-11T23:47:16.854775Z', '1970-01-01T00:00:01.500000Z', None)
+    """
     dt = to_datetime(us)
-    assert dt is not None
+    if dt is None:
+        return None
     return dt.isoformat().replace("+00:00", "Z")

@@ -36,8 +36,9 @@ proto-window and those sessions is one interval.
 
 Aggregates are kept as mergeable partials, a flat list per session:
 ``[n, s0, mn0, mx0, nn0, s1, ...]`` (row count; per value column sum, min,
-max, non-null count). Values are floats, ``NaN`` for null. Everything is
-plain Python ints and floats: the loop runs once per row on the executors
+max, non-null count). Values are plain Python numbers -- floats, ints or
+Decimals, as the value column's type (sums of integers and decimals stay
+exact) -- with ``NaN`` for null. The loop runs once per row on the executors
 (and in the what-if replay), so it is kept lean.
 
     >>> m = SessionMachine(gap_us=10, grace_us=0, n_values=1)
@@ -72,7 +73,7 @@ def empty_agg(n_values: int) -> list:
     """The neutral partial: no rows."""
     out: list = [0]
     for _ in range(n_values):
-        out += [0.0, math.inf, -math.inf, 0]
+        out += [0, math.inf, -math.inf, 0]  # an int 0: adding an int or a Decimal keeps it exact
     return out
 
 
@@ -330,7 +331,7 @@ def agg_values(agg: Sequence, n_values: int) -> list:
     out: list = [int(agg[0])]
     for i in range(n_values):
         s, mn, mx, nn = agg[1 + 4 * i: 5 + 4 * i]
-        out += [float(s) if nn else None, float(mn) if nn else None, float(mx) if nn else None, int(nn)]
+        out += [s if nn else None, mn if nn else None, mx if nn else None, int(nn)]
     return out
 
 

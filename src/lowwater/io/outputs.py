@@ -3,7 +3,19 @@
 Every step writes ``<kind>/batch_id=<step>`` with mode ``overwrite``, so a step
 replayed after a crash replaces what its first attempt wrote instead of adding
 to it: results, late rows, dead letters and metrics stay exactly-once. Read
-them with ``spark.read.parquet(path)`` (``batch_id`` comes from the directory).
+them with ``spark.read.parquet(path)`` or ``pandas.read_parquet(path)``
+(``batch_id`` comes from the directory).
+
+Every file of an output has the same schema: timestamps are Parquet
+``TIMESTAMP(MICROS, isAdjustedToUTC=true)`` (not Spark's default INT96, which
+readers see as naive nanoseconds), ``timestamp_ntz`` columns stay
+``isAdjustedToUTC=false``, and every column is nullable (Spark writes a
+column it knows cannot be null, e.g. a literal, as ``required``, so the same
+column could be ``required`` in one step and ``optional`` in another). Each output also holds one empty file,
+``<kind>/batch_id=-1/part-*.parquet``, written once when the output is
+created: readers ignore files starting with ``_`` or ``.``, so this is what
+gives an output that never had a row its columns (a ``batch_id = -1`` row
+never exists).
 """
 
 from __future__ import annotations
@@ -16,18 +28,40 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from lowwater.spark.fs import HadoopFS
 
 KINDS = ("results", "late", "dead_letter", "metrics")
 STAGED = ("results", "late", "dead_letter")  # what a transactional sink receives row by row
+EMPTY_STEP = -1  # ``batch_id=-1`` holds each output's empty schema file
+# Session settings of every Parquet write: UTC-adjusted microsecond timestamps.
+OUTPUT_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
+
+def nullable(df: DataFrame) -> DataFrame:
+    """``df`` with every column nullable, values unchanged (one Parquet schema per output, whatever the step).
+
+    ``DataFrame.to`` cannot do it (a literal stays non-nullable), and Spark folds
+    an always-true condition away; ``spark_partition_id() >= 0`` is never false
+    but is not foldable, so ``CASE WHEN`` it ``THEN c END`` stays nullable.
+    """
+    fields = df.schema.fields
+    if all(f.nullable for f in fields):
+        return df
+    guard = F.spark_partition_id() >= 0
+    return df.select(*[
+        F.col(f"`{f.name}`") if f.nullable else F.when(guard, F.col(f"`{f.name}`")).alias(f.name) for f in fields
+    ])
 
 
 class StagingSink(Protocol):
     """A sink that takes a step's rows before the step commits (``io.postgres.PostgresSink``)."""
 
     def stage(self, kind: str, step: int, df: DataFrame) -> int: ...
+
+    def ensure_tables(self, kind: str, schema: StructType) -> None: ...
 
 
 class ParquetOutputs:
@@ -38,6 +72,8 @@ class ParquetOutputs:
         self.root = root.rstrip("/")
         self.fs = HadoopFS(spark)
         self.sink: StagingSink | None = None
+        for k, v in OUTPUT_CONF.items():
+            spark.conf.set(k, v)
 
     def path(self, kind: str, step: int | None = None) -> str:
         base = f"{self.root}/{kind}"
@@ -46,6 +82,7 @@ class ParquetOutputs:
     def write(self, kind: str, step: int, df: DataFrame) -> None:
         """Write the step's frame; a staging sink then copies what was written (one computation)."""
         path = self.path(kind, step)
+        df = nullable(df)
         df.write.mode("overwrite").parquet(path)
         if self.sink is not None and kind in STAGED:
             self.sink.stage(kind, step, self.spark.read.parquet(path))
@@ -62,6 +99,22 @@ class ParquetOutputs:
             shutil.rmtree(d)
         d.mkdir(parents=True)
         pq.write_table(table, d / "part-00000.parquet")
+
+    def ensure_empty(self, kind: str, empty: DataFrame | pa.Table, spark_schema: StructType | None = None) -> None:
+        """Give ``kind`` its empty schema file (once: nothing happens if it is there) and the sink its table.
+
+        ``empty`` is a zero-row frame shaped exactly as the step's frames of
+        ``kind`` are (a DataFrame, or an Arrow table for driver-written rows).
+        """
+        if self.sink is not None and kind in STAGED and isinstance(empty, DataFrame):
+            self.sink.ensure_tables(kind, empty.schema)
+        if self.fs.exists(self.path(kind, EMPTY_STEP)):
+            return
+        if isinstance(empty, pa.Table):
+            assert spark_schema is not None
+            self.write_rows(kind, EMPTY_STEP, empty, spark_schema)
+            return
+        nullable(empty).coalesce(1).write.mode("overwrite").parquet(self.path(kind, EMPTY_STEP))
 
     def clear(self, kind: str, step: int) -> None:
         """Remove what an earlier attempt of ``step`` may have left (it had output, this one has none)."""

@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -113,16 +116,53 @@ _PG_TYPES: tuple[tuple[tuple[type, ...], str], ...] = (
 
 
 def pg_type(dt: T.DataType) -> str:
-    """The column type a Spark type is stored as (complex types as JSON text)."""
+    """The column type a Spark type is stored as (arrays, maps and structs as ``jsonb``)."""
     return next((name for types, name in _PG_TYPES if isinstance(dt, types)), "jsonb")
 
 
-def _json(v: Any) -> str | None:
-    return None if v is None else json.dumps(v, default=str)
+def json_value(v: Any, dt: T.DataType) -> Any:
+    """A complex value (as Arrow's ``to_pylist`` gives it) as JSON-able Python, led by its Spark type.
+
+    Maps become objects (keys as text), structs objects, arrays arrays;
+    decimals keep every digit (a JSON number, through :func:`json_text`),
+    binary is ``\\x<hex>`` (PostgreSQL's bytea text), timestamps and dates ISO
+    text, NaN and infinities null (JSON has none).
+    """
+    if v is None:
+        return None
+    if isinstance(dt, T.MapType):
+        return {str(json_value(k, dt.keyType)): json_value(x, dt.valueType) for k, x in v}
+    if isinstance(dt, T.StructType):
+        return {f.name: json_value(v.get(f.name), f.dataType) for f in dt.fields}
+    if isinstance(dt, T.ArrayType):
+        return [json_value(x, dt.elementType) for x in v]
+    if isinstance(v, bytes | bytearray):
+        return "\\x" + bytes(v).hex()
+    if isinstance(v, datetime | date):
+        return v.isoformat()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def json_text(v: Any) -> str:
+    """JSON text of :func:`json_value`'s output; a Decimal is written as its exact number."""
+    if isinstance(v, Decimal):
+        return str(v) if v.is_finite() else "null"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {json_text(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(json_text(x) for x in v) + "]"
+    return json.dumps(v)
+
+
+def _json(v: Any, dt: T.DataType) -> str | None:
+    return None if v is None else json_text(json_value(v, dt))
 
 
 def _copy_partition(cfg: PostgresConfig, staging: sql.Composable, pipeline: str, step: int,
-                    columns: list[str], jsonish: list[bool]) -> Callable[[Iterator[pa.RecordBatch]], Iterator]:
+                    columns: list[str], jsonish: list[T.DataType | None],
+                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator]:
     """The executor function: COPY one task's rows into staging, replacing an earlier attempt's."""
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in (PIPELINE, STEP, PART, *columns))
     copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(staging, cols)
@@ -143,9 +183,9 @@ def _copy_partition(cfg: PostgresConfig, staging: sql.Composable, pipeline: str,
                 with cur.copy(copy_sql) as copy:
                     for b in data:
                         values = [b.column(c).to_pylist() for c in columns]
-                        for j, is_json in enumerate(jsonish):
-                            if is_json:
-                                values[j] = [_json(v) for v in values[j]]
+                        for j, dt in enumerate(jsonish):
+                            if dt is not None:
+                                values[j] = [_json(v, dt) for v in values[j]]
                         for row in zip(*values, strict=True):
                             copy.write_row((pipeline, step, part, *row))
                             n += 1
@@ -227,6 +267,10 @@ class PostgresSink:
         self._columns[kind] = columns
         return columns
 
+    def ensure_tables(self, kind: str, schema: T.StructType) -> None:
+        """Create the tables of ``kind`` before any row arrives, so an empty output is an empty table."""
+        self._ensure(kind, schema)
+
     def begin_step(self, step: int) -> None:
         """Forget what an earlier, undelivered attempt of ``step`` staged."""
         self._staged.clear()
@@ -246,7 +290,7 @@ class PostgresSink:
     def stage(self, kind: str, step: int, df: DataFrame) -> int:
         """COPY ``df`` into the staging table from the executors; the number of rows staged."""
         columns = self._ensure(kind, df.schema)
-        jsonish = [pg_type(f.dataType) == "jsonb" for f in df.schema.fields]
+        jsonish = [f.dataType if pg_type(f.dataType) == "jsonb" else None for f in df.schema.fields]
         fn = _copy_partition(self.cfg, self._id(f"{self.tables[kind]}_staging"), self.pipeline, step,
                              columns, jsonish)
         try:

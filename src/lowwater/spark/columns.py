@@ -20,6 +20,8 @@ from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from lowwater.time import MAX_TIMESTAMP_US, NEG_INF
+
 T = TypeVar("T")
 
 
@@ -62,3 +64,13 @@ def select_built(df: DataFrame, key: Hashable, build: Callable[[], Sequence[str 
         return _to_seq(sc, [col(c) if isinstance(c, str) else c for c in build()], _to_java_column)
 
     return type(df)(df._jdf.select(memo(("select", key), jseq, sc)), df.sparkSession)  # noqa: SLF001
+
+
+def watermark_ts(us: Column | str) -> Column:
+    """A µs watermark column as an output timestamp: null when undefined, ``MAX_TIMESTAMP_US`` when drained.
+
+    The same rule as :func:`lowwater.time.output_us`: the ±2**62 sentinels never
+    reach a file (2**62 µs is year 148,108, which no reader can hold).
+    """
+    c = F.col(us) if isinstance(us, str) else us
+    return F.timestamp_micros(F.when(c > F.lit(NEG_INF), F.least(c, F.lit(MAX_TIMESTAMP_US))))

@@ -27,6 +27,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from lowwater.core.lateness import Lateness, classify
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
+from lowwater.spark.aggtypes import arrow_values
 from lowwater.spark.windowing import StateLayout
 
 PAYLOAD = "_in_"
@@ -46,15 +47,6 @@ def contrib_schema(layout: StateLayout, payload: list[T.StructField] | None) -> 
     return T.StructType(fields)
 
 
-def _as_double(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A value column as float64 (numeric strings accepted; anything else is NaN)."""
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        import pandas as pd
-
-        return pd.to_numeric(pd.Series(col.to_pylist(), dtype=object), errors="coerce").to_numpy(dtype=np.float64)
-    return pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-
-
 def make_contribute(
     layout: StateLayout,
     assigner: WindowAssigner,
@@ -69,7 +61,9 @@ def make_contribute(
     keys = list(layout.keys)
     values = list(layout.values)
     group_cols = [*keys, "window_start", "window_end"]
-    arrow_schema = to_arrow_schema(out_schema)
+    value_types = [layout.value_type(j) for j in range(len(values))]
+    # Timestamps cross as UTC instants (the JVM reads the µs and ignores the zone's name).
+    arrow_schema = to_arrow_schema(out_schema, timezone="UTC")
 
     def shaped(columns: dict[str, pa.Array], n: int) -> pa.RecordBatch:
         arrays = []
@@ -99,9 +93,8 @@ def make_contribute(
             cols: dict[str, pa.Array] = {k: b.column(k).take(take) for k in keys}
             cols["window_start"] = pa.array(pairs.start)
             cols["window_end"] = pa.array(pairs.end)
-            for j, v in enumerate(values):
-                x = _as_double(b.column(v))[pairs.row]
-                cols[f"_s{j}"] = pa.array(x, from_pandas=True)  # NaN -> null
+            for j, v in enumerate(values):  # int64, decimal or float64 (NaN -> null): spark/aggtypes.py
+                cols[f"_s{j}"] = arrow_values(b.column(v), value_types[j]).take(take)
             on = verdict == Lateness.ON_TIME
             if on.any():
                 mask = pa.array(on)

@@ -45,7 +45,7 @@ from lowwater.core.lateness import TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.core.tracker import PartitionCodes, TrackerState, WatermarkTracker
 from lowwater.io.files import CORRUPT, PARSE_CONF, read_stream, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
-from lowwater.spark.columns import col, memo, select
+from lowwater.spark.columns import col, memo, select, watermark_ts
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
 from lowwater.spark.jobs import Background, side_by_side
 from lowwater.spark.parse import normalise
@@ -53,7 +53,7 @@ from lowwater.spark.sessions import SessionSteps
 from lowwater.spark.sessions import state_schema as session_state_schema
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.windowing import StateLayout, step_windows
-from lowwater.time import NEG_INF, POS_INF, format_ts, to_datetime
+from lowwater.time import NEG_INF, POS_INF, format_ts, output_us, to_datetime
 
 log = logging.getLogger("lowwater")
 
@@ -201,6 +201,7 @@ class Engine:
             aggregations=cfg.window.aggregations,
             accumulation=cfg.window.accumulation,
             early=cfg.early,
+            value_types=tuple(types[v] for v in cfg.window.value_columns),
         )
         self.store = BucketStateStore(spark, f"{self.lw_dir}/state", self.layout.schema())
         self.sessions: SessionSteps | None = None
@@ -219,6 +220,7 @@ class Engine:
         self.reports: list[StepReport] = []
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests)
         self._error: BaseException | None = None
+        self._outputs_ready = False
         self.query = None
 
     # -- running -------------------------------------------------------------------
@@ -234,6 +236,7 @@ class Engine:
         if trigger_interval is None and self.cfg.trigger_interval_us is not None:
             trigger_interval = f"{self.cfg.trigger_interval_us // 1000} milliseconds"
         stream = read_stream(self.spark, self.cfg.source, self.schema)
+        self._ensure_outputs()
         writer = stream.writeStream.foreachBatch(self._foreach).option(
             "checkpointLocation", f"{self.cfg.output.checkpoint.rstrip('/')}/spark"
         )
@@ -276,6 +279,7 @@ class Engine:
         )
         if self.sink is not None:
             self.sink.begin_step(step)
+        self._ensure_outputs()
         cache: list[DataFrame] = []
         try:
             # Not persisted: re-reading the batch's files is cheaper than caching them,
@@ -308,6 +312,22 @@ class Engine:
             step, t_collect - t0, t_plan - t_collect, t_fold - t_plan, time.monotonic() - t_fold,
         )
         return report
+
+    def _ensure_outputs(self) -> None:
+        """Once per engine: every output exists and reads as an empty table with its columns (``io/outputs``)."""
+        if self._outputs_ready:
+            return
+        inputs = list(self.schema.fields)
+        text = [T.StructField(c, T.StringType()) for c in ("reason", "source_file")]
+        ts = [T.StructField(c, T.TimestampType()) for c in ("watermark", "window_start", "window_end")]
+        empty = self.spark.createDataFrame
+        results = self.layout.emission(empty([], self.layout.schema()), "final", F.lit(0), None, 0)
+        self.outputs.ensure_empty("results", results)
+        self.outputs.ensure_empty("late", empty([], T.StructType([*inputs, *ts, *text])))
+        self.outputs.ensure_empty("dead_letter", empty([], T.StructType([*inputs, T.StructField("raw", T.StringType()),
+                                                                         *text])))
+        self.outputs.ensure_empty("metrics", METRICS_ARROW.empty_table(), METRICS_SCHEMA)
+        self._outputs_ready = True
 
     def _compact_columns(self) -> list[str]:
         """What the driver needs per row: ~30-40 bytes, no payload."""
@@ -443,7 +463,7 @@ class Engine:
                 p = PAYLOAD
                 late_rows = contrib.filter(F.col("_kind") == "T").select(
                     *[F.col(p + c).alias(c) for c in self.schema.fieldNames()],
-                    F.timestamp_micros("_w").alias("watermark"),
+                    watermark_ts("_w").alias("watermark"),
                     F.timestamp_micros("window_start").alias("window_start"),
                     F.timestamp_micros("window_end").alias("window_end"),
                     F.lit(TOO_LATE_REASON).alias("reason"),
@@ -454,7 +474,7 @@ class Engine:
             late = select(contrib.filter(_is_kind("L")), [*state_cols, "_seq"]) if n_late else None
             read = plan["read"]
             state = self.store.read(prev, read)
-            emit_wm = w_new if NEG_INF < w_new < POS_INF else None
+            emit_wm = output_us(w_new)
             emitted, new_state = step_windows(
                 self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
                 now_us=plan["now_us"], admit_us=plan.get("admit_us", plan["now_us"]),
@@ -554,7 +574,7 @@ class Engine:
             "step %d (batch %d): %d rows, %d on time, %d late updates, %d too late, %d dead; "
             "W=%s, %d fired, %d revisions, %d open windows, %.2fs",
             report.step, report.spark_batch, acc.rows, acc.on_time, acc.late_updates, acc.too_late,
-            acc.dead_letter, _ts(report.watermark_us), report.windows_fired, report.revisions,
+            acc.dead_letter, format_ts(report.watermark_us), report.windows_fired, report.revisions,
             report.open_windows, report.duration_s,
         )
 
@@ -600,6 +620,7 @@ class Engine:
         prev = self.store.latest()
         if self.sink is not None and not prev.drained:
             self.sink.begin_step(prev.step + 1)  # forget what an interrupted drain staged
+        self._ensure_outputs()
         if self.sessions is not None:  # session windows (spark/sessions.py)
             return self.sessions.drain()
         if prev.drained and prev.tracker is not None and prev.tracker.get("watermark_us", 0) >= POS_INF:
@@ -617,7 +638,8 @@ class Engine:
             # Every open window fires (W = +inf), so the drain emits no provisional; the
             # finals carry what the accumulation mode says (e.g. discarding: the pending rows).
             emitted, _ = step_windows(
-                self.layout, state, None, None, POS_INF, self.cfg.window.allowed_lateness_us, None, step, cache,
+                self.layout, state, None, None, POS_INF, self.cfg.window.allowed_lateness_us, output_us(POS_INF), step,
+                cache,
                 now_us=self.clock(),
             )
             fired = 0
@@ -653,7 +675,7 @@ class Engine:
             "completeness": acc.completeness(),
             "balanced": acc.balanced,
             "final_watermark": format_ts(w),
-            "final_watermark_us": None if w <= NEG_INF else int(w),
+            "final_watermark_us": output_us(w),
             "open_windows": manifest.open_windows,
             "steps": manifest.step + 1,
             "drained": manifest.drained,

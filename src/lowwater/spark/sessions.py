@@ -30,6 +30,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
+from decimal import Decimal, localcontext
 
 import numpy as np
 import pyarrow as pa
@@ -52,10 +53,12 @@ from lowwater.core.sessions import (
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.core.triggers import EarlyTrigger
 from lowwater.core.watermarks import clip_future
+from lowwater.spark.aggtypes import from_json, python_values, value_kind
+from lowwater.spark.columns import watermark_ts
 from lowwater.spark.jobs import side_by_side
 from lowwater.spark.state import Bucket, Manifest
 from lowwater.spark.windowing import StateLayout
-from lowwater.time import NEG_INF, POS_INF
+from lowwater.time import POS_INF, output_us
 
 log = logging.getLogger("lowwater")
 
@@ -63,20 +66,25 @@ BUCKET = 0  # all live sessions are one bucket of the versioned store
 COUNTS = ("_c_on", "_c_late", "_c_too", "_c_live", "_c_final", "_c_rev", "_c_emit")
 
 
-def _agg_cols(n_values: int, prefix: str = "") -> list[tuple[str, T.DataType]]:
-    cols: list[tuple[str, T.DataType]] = [(f"_{prefix}n", T.LongType())]
-    for i in range(n_values):
-        cols += [(f"_{prefix}s{i}", T.DoubleType()), (f"_{prefix}mn{i}", T.DoubleType()),
-                 (f"_{prefix}mx{i}", T.DoubleType()), (f"_{prefix}nn{i}", T.LongType())]
-    return cols
+def _agg_cols(layout: StateLayout, prefix: str = "") -> list[tuple[str, T.DataType]]:
+    """The partial columns (typed as the layout's, ``spark/aggtypes.py``), optionally prefixed (``_pn``, ``_ps0``)."""
+    return [(f"_{prefix}{c[1:]}", t) for c, t in layout.partial_types().items()]
+
+
+def _kinds(layout: StateLayout) -> list[str]:
+    """The value kind of each position of a flat partial ``[n, s0, mn0, mx0, nn0, ...]``."""
+    out = ["int"]
+    for i in range(len(layout.values)):
+        k = value_kind(layout.value_type(i))
+        out += [k, k, k, "int"]
+    return out
 
 
 def state_schema(layout: StateLayout) -> T.StructType:
     """One row per live session: bounds, full and pending partials, last revision, outstanding values."""
     fields = [T.StructField(k, t, True) for k, t in zip(layout.keys, layout.key_types, strict=True)]
     fields += [T.StructField("window_start", T.LongType()), T.StructField("window_end", T.LongType())]
-    n = len(layout.values)
-    fields += [T.StructField(c, t) for c, t in [*_agg_cols(n), *_agg_cols(n, "p")]]
+    fields += [T.StructField(c, t) for c, t in [*_agg_cols(layout), *_agg_cols(layout, "p")]]
     fields += [
         T.StructField("_rev", T.LongType()),
         T.StructField("_retract", T.StringType()),  # JSON [[start, end, revision, agg], ...] (retracting mode)
@@ -92,6 +100,12 @@ def _out_schema(layout: StateLayout) -> T.StructType:
               T.StructField("_rid", T.LongType()), T.StructField("_w", T.LongType())]
     fields += [T.StructField(c, T.LongType()) for c in COUNTS]
     return T.StructType(fields)
+
+
+def _value_cast(dt: T.DataType) -> T.DataType:
+    """How a value column reaches the keyed pass: integers as bigint, decimals as they are, else double."""
+    kind = value_kind(dt)
+    return T.LongType() if kind == "int" else dt if kind == "decimal" else T.DoubleType()
 
 
 def _group_ids(table: pa.Table, keys: list[str]) -> np.ndarray:
@@ -123,9 +137,15 @@ def make_session_step(
     """The ``mapInArrow`` function of a session step (a closure that pickles to the executors)."""
     keys = list(layout.keys)
     nv = len(layout.values)
-    agg_names = [c for c, _ in _agg_cols(nv)]
-    pend_names = [c for c, _ in _agg_cols(nv, "p")]
-    arrow_schema = to_arrow_schema(out_schema)
+    agg_names = [c for c, _ in _agg_cols(layout)]
+    pend_names = [c for c, _ in _agg_cols(layout, "p")]
+    kinds = _kinds(layout)
+    value_types = [layout.value_type(j) for j in range(nv)]
+
+    def typed(values: list) -> list:
+        """JSON-read partial values as their kinds (decimals exact, floats as floats)."""
+        return [from_json(k, v) for k, v in zip(kinds, values, strict=True)]
+    arrow_schema = to_arrow_schema(out_schema, timezone="UTC")  # timestamps cross as UTC instants
 
     def shaped(columns: dict[str, pa.Array], n: int) -> pa.RecordBatch:
         arrays = []
@@ -139,21 +159,29 @@ def make_session_step(
         if not len(idx):
             return
         packed = t.column("_state").take(pa.array(idx)).to_pylist()
-        defaults = [0, *[0.0, math.inf, -math.inf, 0] * nv]  # null sums/mins/maxes: no non-null row
+        defaults = [0, *[0, math.inf, -math.inf, 0] * nv]  # null sums/mins/maxes: no non-null row
         for g, text in zip(gid[idx].tolist(), packed, strict=True):
-            d = json.loads(text)
-            agg = [d.get(c, z) for c, z in zip(agg_names, defaults, strict=True)]
-            pend = [d.get(c, z) for c, z in zip(pend_names, defaults, strict=True)]
+            d = json.loads(text, parse_float=Decimal)
+            agg = [z if d.get(c) is None else from_json(k, d[c])
+                   for c, z, k in zip(agg_names, defaults, kinds, strict=True)]
+            pend = [z if d.get(c) is None else from_json(k, d[c])
+                    for c, z, k in zip(pend_names, defaults, kinds, strict=True)]
             s = Session(d["window_start"], d["window_end"], agg, pend, d["_rev"],
                         pending_since_us=d.get("_since"), provisional=bool(d.get("_prov")))
             if d.get("_retract"):
-                s.outstanding = [Emitted(a, b, r, tuple(v)) for a, b, r, v in json.loads(d["_retract"])]
+                s.outstanding = [Emitted(a, b, r, tuple(typed(v)))
+                                 for a, b, r, v in json.loads(d["_retract"], parse_float=Decimal)]
             m.load(g, s)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         got = [b for b in batches if b.num_rows]
         if not got:
             return
+        with localcontext() as ctx:  # decimal sums exact to 38 digits and beyond (Python's default is 28)
+            ctx.prec = 2 * 38
+            yield from keyed_pass(got)
+
+    def keyed_pass(got: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         t = pa.Table.from_batches(got).combine_chunks()
         role = t.column("_role").to_numpy(zero_copy_only=False)
         gid = _group_ids(t, keys)
@@ -177,8 +205,8 @@ def make_session_step(
             arrival = t.column("_arrival_us").take(sel).to_numpy() if has_arrival else None
             event, _ = clip_future(t.column("_event_us").take(sel).to_numpy(), arrival, max_future_skew_us)
             order = np.argsort(seq, kind="stable")
-            vals = [t.column(f"_v{j}").take(sel).to_numpy(zero_copy_only=False).astype(np.float64)[order].tolist()
-                    for j in range(nv)]
+            take = pa.array(ridx[order])  # Python ints, Decimals or floats; NaN is null (spark/aggtypes.py)
+            vals = [python_values(t.column(f"_v{j}").take(take), value_types[j]) for j in range(nv)]
             rows = list(zip(*vals, strict=True)) if nv else [()] * len(ridx)
             process = m.process
             for g, ev, wr, v, r in zip(gid[ridx][order].tolist(), event[order].tolist(), w[order].tolist(),
@@ -222,7 +250,8 @@ def make_session_step(
             cols.update(agg_arrays([s.pending for _, s in live], pend_names, True))
             cols["_rev"] = pa.array([s.last_rev for _, s in live], pa.int64())
             cols["_retract"] = pa.array(
-                [json.dumps([[o.start_us, o.end_us, o.revision, agg_values(o.agg, nv)] for o in s.outstanding])
+                [json.dumps([[o.start_us, o.end_us, o.revision, agg_values(o.agg, nv)] for o in s.outstanding],
+                            default=str)  # a Decimal as its exact text
                  if s.outstanding else None for _, s in live], pa.string())
             cols["_since"] = pa.array([s.pending_since_us for _, s in live], pa.int64())
             cols["_prov"] = pa.array([s.provisional for _, s in live], pa.bool_())
@@ -258,7 +287,8 @@ class SessionSteps:
 
     def _rows(self, parsed: DataFrame, clip: bool) -> DataFrame:
         cols = [F.col(k) for k in self.layout.keys]
-        cols += [F.col(v).cast("double").alias(f"_v{j}") for j, v in enumerate(self.layout.values)]
+        cols += [F.col(v).cast(_value_cast(self.layout.value_type(j))).alias(f"_v{j}")
+                 for j, v in enumerate(self.layout.values)]
         cols += [F.col("_event_us"), F.col("_rid"), F.lit(1).alias("_role")]
         if clip:
             cols.append(F.col("_arrival_us"))
@@ -282,7 +312,7 @@ class SessionSteps:
         for p in parts[1:]:
             union = union.unionByName(p, allowMissingColumns=True)
         row_cols = {"_rid": "long", "_event_us": "long", "_arrival_us": "long"}
-        row_cols.update({f"_v{j}": "double" for j in range(len(self.layout.values))})
+        row_cols.update({f"_v{j}": _value_cast(self.layout.value_type(j)) for j in range(len(self.layout.values))})
         for c, typ in row_cols.items():
             if c not in union.columns:
                 union = union.withColumn(c, F.lit(None).cast(typ))
@@ -309,11 +339,7 @@ class SessionSteps:
         cols = [F.col(k) for k in lay.keys]
         cols += [F.timestamp_micros("window_start").alias("window_start"),
                  F.timestamp_micros("window_end").alias("window_end"), F.col("_n").alias("count")]
-        for a in lay.aggregations:
-            i = lay.values.index(a.column)
-            expr = {"sum": F.col(f"_s{i}"), "min": F.col(f"_mn{i}"), "max": F.col(f"_mx{i}"),
-                    "avg": F.col(f"_s{i}") / F.col(f"_nn{i}"), "count": F.col(f"_nn{i}")}[a.func]
-            cols.append(expr.cast("long" if a.func == "count" else "double").alias(a.name))
+        cols += lay.aggregate_columns()  # typed as the tumbling path types them (spark/aggtypes.py)
         wm = F.timestamp_micros(F.lit(emit_wm)) if emit_wm is not None else F.lit(None).cast("timestamp")
         cols += [F.col("_kind").alias("kind"), F.col("_rev").alias("revision"), wm.alias("watermark")]
         return df.select(*cols)
@@ -364,7 +390,7 @@ class SessionSteps:
         out = self._run(rows, prev, w_new, lookup, clip)
         if out is not None:
             cache.append(out)
-        emit_wm = w_new if NEG_INF < w_new < POS_INF else None
+        emit_wm = output_us(w_new)
         counts, buckets = self._finish(out, step, emit_wm)
         on, late, too = counts[:3]
         if on + late + too != n_valid:
@@ -399,7 +425,7 @@ class SessionSteps:
         joined = parsed.filter(F.col("_dead").isNull()).join(F.broadcast(tl), "_rid")
         return joined.select(
             *[F.col(c) for c in self.engine.schema.fieldNames()],
-            F.timestamp_micros("_w").alias("watermark"),
+            watermark_ts("_w").alias("watermark"),
             F.timestamp_micros("_ws").alias("window_start"),
             F.timestamp_micros("_we").alias("window_end"),
             F.lit(TOO_LATE_REASON).alias("reason"),
@@ -423,7 +449,7 @@ class SessionSteps:
             out = self._run(None, prev, POS_INF, None, False)
             if out is not None:
                 cache.append(out)
-            counts, _ = self._finish(out, step, None)
+            counts, _ = self._finish(out, step, output_us(POS_INF))
         finally:
             for c in cache:
                 c.unpersist()

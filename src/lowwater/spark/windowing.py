@@ -45,6 +45,7 @@ from pyspark.sql import types as T
 
 from lowwater.core.aggregates import AggSpec
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
+from lowwater.spark.aggtypes import extreme_type, result_expr, sum_type
 from lowwater.spark.columns import cols, memo, select, select_built
 
 SEQ_BASE = -(2**62)
@@ -66,6 +67,20 @@ class StateLayout:
     aggregations: tuple[AggSpec, ...]
     accumulation: str = AccumulationMode.ACCUMULATING.value
     early: EarlyTrigger | None = None
+    value_types: tuple[T.DataType, ...] = ()  # input types of ``values`` (default: doubles)
+
+    def value_type(self, i: int) -> T.DataType:
+        """The input type of value column ``i``: it types the partials and results (``spark/aggtypes.py``)."""
+        return self.value_types[i] if self.value_types else T.DoubleType()
+
+    def partial_types(self) -> dict[str, T.DataType]:
+        """``_n`` and, per value column, ``_s`` (the sum's type), ``_mn``/``_mx`` (the column's), ``_nn``."""
+        types: dict[str, T.DataType] = {"_n": T.LongType()}
+        for i in range(len(self.values)):
+            dt = self.value_type(i)
+            types.update({f"_s{i}": sum_type(dt), f"_mn{i}": extreme_type(dt), f"_mx{i}": extreme_type(dt),
+                          f"_nn{i}": T.LongType()})
+        return types
 
     @property
     def window_cols(self) -> list[str]:
@@ -119,10 +134,7 @@ class StateLayout:
         return [*self.window_cols, *self.partial_cols(), *self.extra_cols(), "_fired", "_rev"]
 
     def schema(self) -> T.StructType:
-        types = {"_n": T.LongType(), "_pn": T.LongType(), "_since": T.LongType(), "_due": T.LongType()}
-        for i in range(len(self.values)):
-            types.update({f"_s{i}": T.DoubleType(), f"_mn{i}": T.DoubleType(), f"_mx{i}": T.DoubleType(),
-                          f"_nn{i}": T.LongType()})
+        types = {**self.partial_types(), "_pn": T.LongType(), "_since": T.LongType(), "_due": T.LongType()}
         for c in self.partial_cols():
             types.setdefault(self.pending_of(c), types[c])
             types[self.emitted_of(c)] = types[c]
@@ -165,7 +177,10 @@ class StateLayout:
         ])
 
     def _merge_aggs(self, rev: Column) -> list[Column]:
-        aggs: list[Column] = [_merge_fn(c)(c).alias(c) for c in [*self.partial_cols(), *self.extra_cols()]]
+        # A Spark sum widens decimals (p + 10 per sum): cast back, so the state keeps its schema.
+        schema = self.schema()
+        aggs: list[Column] = [_merge_fn(c)(c).cast(schema[c].dataType).alias(c)
+                              for c in [*self.partial_cols(), *self.extra_cols()]]
         return [*aggs, F.bool_or("_fired").alias("_fired"), rev.alias("_rev")]
 
     def merge(self, parts: list[DataFrame]) -> DataFrame:
@@ -202,7 +217,7 @@ class StateLayout:
                 out.append(F.when(done, F.lit(None)).when(early, full).otherwise(col).cast(self.schema()[c].dataType)
                            .alias(c))
             else:  # the pending partial
-                out.append(F.when(early | done, F.lit(None)).otherwise(col).cast("double").alias(c))
+                out.append(F.when(early | done, F.lit(None)).otherwise(col).cast(self.schema()[c].dataType).alias(c))
         return base.select(*out)
 
     # -- emissions -----------------------------------------------------------------
@@ -243,16 +258,16 @@ class StateLayout:
         out += [F.timestamp_micros("window_start").alias("window_start"),
                 F.timestamp_micros("window_end").alias("window_end"),
                 F.col("_n").alias("count")]
+        return [*out, *self.aggregate_columns()]
+
+    def aggregate_columns(self) -> list[Column]:
+        """The configured aggregates from the partial columns, typed as Spark SQL types them (``aggtypes``)."""
+        out = []
         for a in self.aggregations:
             i = self.values.index(a.column)
-            expr = {
-                "sum": F.col(f"_s{i}"),
-                "min": F.col(f"_mn{i}"),
-                "max": F.col(f"_mx{i}"),
-                "avg": F.col(f"_s{i}") / F.col(f"_nn{i}"),
-                "count": F.col(f"_nn{i}"),
-            }[a.func]
-            out.append(expr.cast("long" if a.func == "count" else "double").alias(a.name))
+            expr = result_expr(a.func, self.value_type(i), F.col(f"_s{i}"), F.col(f"_mn{i}"), F.col(f"_mx{i}"),
+                               F.col(f"_nn{i}"))
+            out.append(expr.alias(a.name))
         return out
 
 
