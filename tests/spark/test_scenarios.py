@@ -8,6 +8,7 @@ identity must hold (§6). Times are seconds; windows are [start, end).
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lowwater.core.windows import TumblingWindows
@@ -218,9 +219,10 @@ def test_drain_fires_everything_and_is_idempotent(spark):
     """)
     o = run_scenario(spark, base_config(), rows)
     assert emitted(o) == [("a", 0, 10, 1, "final", 0), ("a", 10, 20, 1, "final", 0)]
-    assert o.summary["final_watermark"] == "+inf" and o.summary["open_windows"] == 0
+    assert o.summary["final_watermark"] == "2262-04-11T23:47:16.854775Z" and o.summary["open_windows"] == 0
     drained_rows = o.results[o.results["window_start"].astype("int64") == 10 * 10**9]
-    assert drained_rows["watermark"].isna().all()  # fired by the drain (W = +inf)
+    # fired by the drain: W = +inf, written as the documented max timestamp (never null, never 1970)
+    assert (drained_rows["watermark"] == pd.Timestamp("2262-04-11T23:47:16.854775Z")).all()
 
 
 def test_bad_rows_go_to_dead_letter_and_the_run_goes_on(spark):
@@ -318,7 +320,9 @@ def test_restart_resumes_from_the_checkpoint(spark, tmp_path):
     import pandas as pd
 
     def table_of(r):
-        cols = [r["key"], r["window_start"].astype("int64"), r["count"], r["kind"], r["revision"]]
+        # ns whatever the reader's unit (pandas reads the Parquet as µs, Spark's toPandas gives ns)
+        starts = [pd.Timestamp(t).value for t in r["window_start"]]
+        cols = [r["key"], starts, r["count"], r["kind"], r["revision"]]
         return sorted(zip(*cols, strict=True))
 
     assert table_of(pd.read_parquet(tmp_path / "out" / "results")) == table_of(whole.results)

@@ -27,10 +27,11 @@ from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from lowwater.spark.columns import select_built
 from lowwater.spark.fs import HadoopFS
 
 KINDS = ("results", "late", "dead_letter", "metrics")
@@ -47,13 +48,16 @@ def nullable(df: DataFrame) -> DataFrame:
     an always-true condition away; ``spark_partition_id() >= 0`` is never false
     but is not foldable, so ``CASE WHEN`` it ``THEN c END`` stays nullable.
     """
-    fields = df.schema.fields
-    if all(f.nullable for f in fields):
+    schema = df.schema
+    if all(f.nullable for f in schema.fields):
         return df
-    guard = F.spark_partition_id() >= 0
-    return df.select(*[
-        F.col(f"`{f.name}`") if f.nullable else F.when(guard, F.col(f"`{f.name}`")).alias(f.name) for f in fields
-    ])
+
+    def build() -> list[Column]:
+        guard = F.spark_partition_id() >= 0
+        return [F.col(f"`{f.name}`") if f.nullable else F.when(guard, F.col(f"`{f.name}`")).alias(f.name)
+                for f in schema.fields]
+
+    return select_built(df, ("nullable", schema.json()), build)  # built once per schema and context
 
 
 class StagingSink(Protocol):
