@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from lowwater.spark.columns import select_built
 from lowwater.spark.fs import HadoopFS
@@ -119,6 +119,17 @@ class ParquetOutputs:
             self.write_rows(kind, EMPTY_STEP, empty, spark_schema)
             return
         nullable(empty).coalesce(1).write.mode("overwrite").parquet(self.path(kind, EMPTY_STEP))
+
+    def ensure_all(self, inputs: StructType, results: DataFrame, metrics: pa.Schema, metrics_spark: StructType) -> None:
+        """:meth:`ensure_empty` for every output: late rows and dead letters are the input columns plus their own."""
+        text = [StructField(c, StringType()) for c in ("reason", "source_file")]
+        times = [StructField(c, TimestampType()) for c in ("watermark", "window_start", "window_end")]
+        empty = self.spark.createDataFrame
+        self.ensure_empty("results", results)
+        self.ensure_empty("late", empty([], StructType([*inputs.fields, *times, *text])))
+        self.ensure_empty("dead_letter", empty([], StructType([*inputs.fields, StructField("raw", StringType()),
+                                                               *text])))
+        self.ensure_empty("metrics", metrics.empty_table(), metrics_spark)
 
     def clear(self, kind: str, step: int) -> None:
         """Remove what an earlier attempt of ``step`` may have left (it had output, this one has none)."""

@@ -86,6 +86,21 @@ def value_kind(dt: T.DataType) -> str:
     return "float"
 
 
+def value_cast(dt: T.DataType) -> T.DataType:
+    """How a value column reaches the session pass: integers as bigint, decimals as they are, else double."""
+    kind = value_kind(dt)
+    return T.LongType() if kind == "int" else dt if kind == "decimal" else T.DoubleType()
+
+
+def partial_kinds(value_types: list[T.DataType]) -> list[str]:
+    """The value kind of each position of a flat partial ``[n, s0, mn0, mx0, nn0, ...]``."""
+    out = ["int"]
+    for dt in value_types:
+        k = value_kind(dt)
+        out += [k, k, k, "int"]
+    return out
+
+
 def arrow_values(col: pa.ChunkedArray | pa.Array, dt: T.DataType) -> pa.Array:
     """A value column as the partials fold it: int64, the column's decimal, or float64 (null stays null)."""
     kind = value_kind(dt)

@@ -315,19 +315,11 @@ class Engine:
 
     def _ensure_outputs(self) -> None:
         """Once per engine: every output exists and reads as an empty table with its columns (``io/outputs``)."""
-        if self._outputs_ready:
-            return
-        inputs = list(self.schema.fields)
-        text = [T.StructField(c, T.StringType()) for c in ("reason", "source_file")]
-        ts = [T.StructField(c, T.TimestampType()) for c in ("watermark", "window_start", "window_end")]
-        empty = self.spark.createDataFrame
-        results = self.layout.emission(empty([], self.layout.schema()), "final", F.lit(0), None, 0)
-        self.outputs.ensure_empty("results", results)
-        self.outputs.ensure_empty("late", empty([], T.StructType([*inputs, *ts, *text])))
-        self.outputs.ensure_empty("dead_letter", empty([], T.StructType([*inputs, T.StructField("raw", T.StringType()),
-                                                                         *text])))
-        self.outputs.ensure_empty("metrics", METRICS_ARROW.empty_table(), METRICS_SCHEMA)
-        self._outputs_ready = True
+        if not self._outputs_ready:
+            results = self.layout.emission(self.spark.createDataFrame([], self.layout.schema()), "final", F.lit(0),
+                                           None, 0)
+            self.outputs.ensure_all(self.schema, results, METRICS_ARROW, METRICS_SCHEMA)
+            self._outputs_ready = True
 
     def _compact_columns(self) -> list[str]:
         """What the driver needs per row: ~30-40 bytes, no payload."""

@@ -53,7 +53,7 @@ from lowwater.core.sessions import (
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.core.triggers import EarlyTrigger
 from lowwater.core.watermarks import clip_future
-from lowwater.spark.aggtypes import from_json, python_values, value_kind
+from lowwater.spark.aggtypes import from_json, partial_kinds, python_values, value_cast
 from lowwater.spark.columns import watermark_ts
 from lowwater.spark.jobs import side_by_side
 from lowwater.spark.state import Bucket, Manifest
@@ -69,15 +69,6 @@ COUNTS = ("_c_on", "_c_late", "_c_too", "_c_live", "_c_final", "_c_rev", "_c_emi
 def _agg_cols(layout: StateLayout, prefix: str = "") -> list[tuple[str, T.DataType]]:
     """The partial columns (typed as the layout's, ``spark/aggtypes.py``), optionally prefixed (``_pn``, ``_ps0``)."""
     return [(f"_{prefix}{c[1:]}", t) for c, t in layout.partial_types().items()]
-
-
-def _kinds(layout: StateLayout) -> list[str]:
-    """The value kind of each position of a flat partial ``[n, s0, mn0, mx0, nn0, ...]``."""
-    out = ["int"]
-    for i in range(len(layout.values)):
-        k = value_kind(layout.value_type(i))
-        out += [k, k, k, "int"]
-    return out
 
 
 def state_schema(layout: StateLayout) -> T.StructType:
@@ -100,12 +91,6 @@ def _out_schema(layout: StateLayout) -> T.StructType:
               T.StructField("_rid", T.LongType()), T.StructField("_w", T.LongType())]
     fields += [T.StructField(c, T.LongType()) for c in COUNTS]
     return T.StructType(fields)
-
-
-def _value_cast(dt: T.DataType) -> T.DataType:
-    """How a value column reaches the keyed pass: integers as bigint, decimals as they are, else double."""
-    kind = value_kind(dt)
-    return T.LongType() if kind == "int" else dt if kind == "decimal" else T.DoubleType()
 
 
 def _group_ids(table: pa.Table, keys: list[str]) -> np.ndarray:
@@ -139,8 +124,8 @@ def make_session_step(
     nv = len(layout.values)
     agg_names = [c for c, _ in _agg_cols(layout)]
     pend_names = [c for c, _ in _agg_cols(layout, "p")]
-    kinds = _kinds(layout)
     value_types = [layout.value_type(j) for j in range(nv)]
+    kinds = partial_kinds(value_types)
 
     def typed(values: list) -> list:
         """JSON-read partial values as their kinds (decimals exact, floats as floats)."""
@@ -287,7 +272,7 @@ class SessionSteps:
 
     def _rows(self, parsed: DataFrame, clip: bool) -> DataFrame:
         cols = [F.col(k) for k in self.layout.keys]
-        cols += [F.col(v).cast(_value_cast(self.layout.value_type(j))).alias(f"_v{j}")
+        cols += [F.col(v).cast(value_cast(self.layout.value_type(j))).alias(f"_v{j}")
                  for j, v in enumerate(self.layout.values)]
         cols += [F.col("_event_us"), F.col("_rid"), F.lit(1).alias("_role")]
         if clip:
@@ -312,7 +297,7 @@ class SessionSteps:
         for p in parts[1:]:
             union = union.unionByName(p, allowMissingColumns=True)
         row_cols = {"_rid": "long", "_event_us": "long", "_arrival_us": "long"}
-        row_cols.update({f"_v{j}": _value_cast(self.layout.value_type(j)) for j in range(len(self.layout.values))})
+        row_cols.update({f"_v{j}": value_cast(self.layout.value_type(j)) for j in range(len(self.layout.values))})
         for c, typ in row_cols.items():
             if c not in union.columns:
                 union = union.withColumn(c, F.lit(None).cast(typ))
