@@ -13,6 +13,11 @@ from urllib.parse import urlsplit
 from pyspark.sql import SparkSession
 
 
+def hidden(name: str) -> bool:
+    """Spark's rule for names its file sources skip (``HadoopFSUtils.shouldFilterOutPathName``)."""
+    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+
+
 class HadoopFS:
     """A few file operations on any path Spark can address.
 
@@ -63,6 +68,40 @@ class HadoopFS:
         if not fs.exists(p):
             return []
         return sorted(str(s.getPath().getName()) for s in fs.listStatus(p))
+
+    def list_files(self, path: str) -> list[str]:
+        """Data files under ``path`` (recursively), as sorted ``/``-separated names relative to it.
+
+        Skips what Spark's file sources skip: names starting with ``.`` or with
+        ``_`` (unless ``k=v``-style), at any depth, and ``._COPYING_`` files
+        still being copied in.
+        """
+        local = self.local_path(path)
+        out: list[str] = []
+        if local is not None:
+            if not os.path.isdir(local):
+                return []
+            for root, dirs, files in os.walk(local):
+                dirs[:] = [d for d in dirs if not hidden(d)]
+                rel = os.path.relpath(root, local).replace(os.sep, "/")
+                prefix = "" if rel == "." else rel + "/"
+                out += [prefix + f for f in files if not hidden(f)]
+            return sorted(out)
+        p, fs = self._path(path)
+        if not fs.exists(p):
+            return []
+        todo = [(p, "")]
+        while todo:
+            directory, prefix = todo.pop()
+            for st in fs.listStatus(directory):
+                name = str(st.getPath().getName())
+                if hidden(name):
+                    continue
+                if st.isDirectory():
+                    todo.append((st.getPath(), f"{prefix}{name}/"))
+                else:
+                    out.append(prefix + name)
+        return sorted(out)
 
     def read_text(self, path: str) -> str:
         p, fs = self._path(path)
