@@ -97,6 +97,9 @@ class _LogReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = _logged_files(self.counter)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # noqa: N802
+        if "position" not in start:
+            msg = f"the checkpoint's source offset {start} is not a file log position (written by an older release?)"
+            raise ValueError(msg)
         pos = int(start["position"])
         end = _logged_files(self.counter) if self.target is None else self.target
         if isinstance(limit, ReadMaxFiles):
