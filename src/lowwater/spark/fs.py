@@ -18,6 +18,19 @@ def hidden(name: str) -> bool:
     return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
 
 
+def local_files(directory: str) -> list[str]:
+    """:meth:`HadoopFS.list_files` on the local file system, through the OS."""
+    if not os.path.isdir(directory):
+        return []
+    out: list[str] = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if not hidden(d)]
+        rel = os.path.relpath(root, directory).replace(os.sep, "/")
+        prefix = "" if rel == "." else rel + "/"
+        out += [prefix + f for f in files if not hidden(f)]
+    return sorted(out)
+
+
 class HadoopFS:
     """A few file operations on any path Spark can address.
 
@@ -77,16 +90,9 @@ class HadoopFS:
         still being copied in.
         """
         local = self.local_path(path)
-        out: list[str] = []
         if local is not None:
-            if not os.path.isdir(local):
-                return []
-            for root, dirs, files in os.walk(local):
-                dirs[:] = [d for d in dirs if not hidden(d)]
-                rel = os.path.relpath(root, local).replace(os.sep, "/")
-                prefix = "" if rel == "." else rel + "/"
-                out += [prefix + f for f in files if not hidden(f)]
-            return sorted(out)
+            return local_files(local)
+        out: list[str] = []
         p, fs = self._path(path)
         if not fs.exists(p):
             return []
