@@ -14,7 +14,11 @@ from pyspark.sql import SparkSession
 
 
 def hidden(name: str) -> bool:
-    """Spark's rule for names its file sources skip (``HadoopFSUtils.shouldFilterOutPathName``)."""
+    """Names a landing directory's listing skips: Spark's rule (``HadoopFSUtils.shouldFilterOutPathName``).
+
+    Spark keeps Parquet's ``_metadata``/``_common_metadata`` summaries for its
+    own use; they hold no rows, so they are skipped here too.
+    """
     return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
 
 
