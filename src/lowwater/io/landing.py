@@ -145,6 +145,9 @@ class LandingSource:
         positions = sorted(int(r[0]) for r in batch.collect())
         if not positions:
             return Admitted(empty_batch(self.spark, self.src, self.schema))
+        if positions != list(range(positions[0], positions[-1] + 1)):
+            msg = f"a micro-batch of the file log must be a range of positions, got {positions}"
+            raise RuntimeError(msg)
         files = self.log.files(positions[0], positions[-1] + 1)
         out_of_order = [f.name for f in files if f.out_of_order]
         rows = self._read([f.name for f in files])
