@@ -19,6 +19,11 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
     t.add_row("revisions", f"{summary['revisions']:,}")
     if summary.get("provisionals"):
         t.add_row("provisional (early)", f"{summary['provisionals']:,}")
+    if summary.get("out_of_order_files"):
+        t.add_row("[yellow]read out of name order[/]",
+                  f"{summary['out_of_order_files']:,} files, {summary['out_of_order_rows']:,} rows")
+    if summary.get("arrival_regressions"):
+        t.add_row("[yellow]steps out of arrival order[/]", f"{summary['arrival_regressions']:,}")
     t.add_row("completeness", f"{summary['completeness']:.4%}")
     t.add_row("final watermark", str(summary["final_watermark"] or "undefined"))
     t.add_row("accounting balanced", "yes" if summary["balanced"] else "[red]NO[/]")

@@ -53,9 +53,9 @@ def run(spark, root: Path, bad: bool, monkeypatch) -> tuple[list[tuple], pd.Data
         write(doomed, [(0, 50, 40_000, 40_100, "zzz", 1.0)], [], 3)
         real = Engine.process_batch
 
-        def delete_then_process(self, df, spark_batch):  # noqa: ANN001, ANN202
+        def delete_then_process(self, df, spark_batch, **kw):  # noqa: ANN001, ANN003, ANN202
             doomed.unlink(missing_ok=True)
-            return real(self, df, spark_batch)
+            return real(self, df, spark_batch, **kw)
 
         monkeypatch.setattr(Engine, "process_batch", delete_then_process)
     engine = Engine(load_config(root / "pipeline.toml"), spark)

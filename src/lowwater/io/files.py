@@ -1,7 +1,8 @@
-"""The landing-zone file source: JSON Lines, CSV or Parquet files in a directory.
+"""Reading landing-zone files: JSON Lines, CSV or Parquet.
 
-Spark's file stream source reads the files natively (fast, splittable); this
-module fixes the schema, asks for the corrupt-record column so a malformed line
+Spark's batch readers read the files natively (fast, splittable; which files
+make a micro-batch is the file log's choice, ``io/filelog.py``); this module
+fixes the schema, asks for the corrupt-record column so a malformed line
 becomes a dead letter instead of an exception, and exposes the file path and
 block offset so rows can be put in the source's own order (file name order,
 then line order) when there is no arrival-time column.
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
+from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
 
@@ -92,7 +93,7 @@ def resolve_schema(spark: SparkSession, cfg: PipelineConfig, state_dir: str | No
     return schema
 
 
-def _load(reader, src: SourceConfig, schema: StructType, streaming: bool, path: str | None = None) -> DataFrame:  # noqa: ANN001
+def _load(reader, src: SourceConfig, schema: StructType, path: str | list[str] | None = None) -> DataFrame:  # noqa: ANN001
     """Rows with the full schema, whatever columns a later projection needs.
 
     JSON Lines are read as text and parsed with ``from_json``: Spark's JSON
@@ -104,11 +105,11 @@ def _load(reader, src: SourceConfig, schema: StructType, streaming: bool, path: 
     full = schema
     if src.format != "parquet":
         full = StructType(schema.fields + [StructField(CORRUPT, StringType(), True)])
+    if isinstance(path, list):  # files of the landing zone: its `k=v` directories stay partition columns
+        reader = reader.option("basePath", src.path)
     if src.format == "jsonl":
         reader = reader.format("text")
-        if streaming and src.max_files_per_batch:
-            reader = reader.option("maxFilesPerTrigger", src.max_files_per_batch)
-        df = reader.load(path or src.path)
+        df = reader.load(src.path if path is None else path)
         df = df.filter(F.trim(df["value"]) != "")  # a blank line is not a row
         parsed = F.from_json(df["value"], full, _reader_options(src))
         meta = [df["_metadata.file_path"].alias("_file"), df["_metadata.file_block_start"].alias("_block")]
@@ -116,17 +117,21 @@ def _load(reader, src: SourceConfig, schema: StructType, streaming: bool, path: 
     reader = reader.format(_READER[src.format]).schema(full)
     for k, v in _reader_options(src).items():
         reader = reader.option(k, v)
-    if streaming and src.max_files_per_batch:
-        reader = reader.option("maxFilesPerTrigger", src.max_files_per_batch)
-    df = reader.load(path or src.path)
+    df = reader.load(src.path if path is None else path)
     return df.select("*", df["_metadata.file_path"].alias("_file"), df["_metadata.file_block_start"].alias("_block"))
 
 
-def read_stream(spark: SparkSession, src: SourceConfig, schema: StructType) -> DataFrame:
-    """The streaming DataFrame of input rows plus ``_file``/``_block`` ordering columns."""
-    return _load(spark.readStream, src, schema, streaming=True)
+def read_batch(
+    spark: SparkSession, src: SourceConfig, schema: StructType, path: str | list[str] | None = None
+) -> DataFrame:
+    """Input rows plus ``_file``/``_block`` ordering columns: the whole landing zone, a path or a list of files."""
+    return _load(spark.read, src, schema, path=path)
 
 
-def read_batch(spark: SparkSession, src: SourceConfig, schema: StructType, path: str | None = None) -> DataFrame:
-    """The same rows as :func:`read_stream`, as one bounded batch (the replay; tests feed cuts)."""
-    return _load(spark.read, src, schema, streaming=False, path=path)
+def empty_batch(spark: SparkSession, src: SourceConfig, schema: StructType) -> DataFrame:
+    """No rows, with the columns :func:`read_batch` gives (a micro-batch whose files all vanished)."""
+    fields = list(schema.fields)
+    if src.format != "parquet":
+        fields.append(StructField(CORRUPT, StringType(), True))
+    fields += [StructField("_file", StringType(), True), StructField("_block", LongType(), True)]
+    return spark.createDataFrame([], StructType(fields))

@@ -54,6 +54,7 @@ METRICS_COLUMNS: tuple[tuple[str, str], ...] = (
     *((k, "bigint") for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped",
                               "windows_fired", "revisions", "open_windows", "state_bytes")),
     ("duration_s", "double precision"),
+    *((k, "bigint") for k in ("out_of_order_files", "out_of_order_rows", "arrival_regressions")),
 )
 
 
@@ -225,6 +226,10 @@ class PostgresSink:
                 "CREATE TABLE IF NOT EXISTS {} ({} text NOT NULL, {} bigint NOT NULL, {}, PRIMARY KEY ({}, {}))"
             ).format(self._id(self.cfg.metrics_table), sql.Identifier(PIPELINE), sql.Identifier(STEP), metrics,
                      sql.Identifier(PIPELINE), sql.Identifier(STEP)))
+            conn.execute(sql.SQL("ALTER TABLE {} {}").format(  # a table from a release with fewer metrics
+                self._id(self.cfg.metrics_table), sql.SQL(", ").join(
+                    sql.SQL("ADD COLUMN IF NOT EXISTS {} {}").format(sql.Identifier(c), sql.SQL(t))
+                    for c, t in METRICS_COLUMNS)))
             conn.execute(sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} ({} text NOT NULL, {} bigint NOT NULL, spark_batch bigint, "
                 "delivered_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY ({}, {}))"

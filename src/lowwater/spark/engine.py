@@ -43,8 +43,9 @@ from lowwater.core.accounting import Accounting
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.core.tracker import PartitionCodes, TrackerState, WatermarkTracker
-from lowwater.io.files import CORRUPT, PARSE_CONF, read_stream, resolve_schema
+from lowwater.io.files import CORRUPT, PARSE_CONF, resolve_schema
 from lowwater.io.outputs import ParquetOutputs
+from lowwater.io.source import Admitted, StreamSource, open_source
 from lowwater.spark.columns import col, memo, select, watermark_ts
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
 from lowwater.spark.jobs import Background, side_by_side
@@ -57,9 +58,11 @@ from lowwater.time import NEG_INF, POS_INF, format_ts, output_us, to_datetime
 
 log = logging.getLogger("lowwater")
 
+# Input read out of its order (counted and warned about, never skipped): see StepReport.
+ORDER_KEYS = ("out_of_order_files", "out_of_order_rows", "arrival_regressions")
 TOTAL_KEYS = (
     "rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped", "windows_fired", "revisions",
-    "provisionals",
+    "provisionals", *ORDER_KEYS,
 )
 
 # Runtime SQL settings for the step queries. The merged window state of a step is
@@ -89,6 +92,7 @@ METRICS_SCHEMA = T.StructType([
     T.StructField("open_windows", T.LongType()),
     T.StructField("state_bytes", T.LongType()),
     T.StructField("duration_s", T.DoubleType()),
+    *[T.StructField(k, T.LongType()) for k in ORDER_KEYS],
 ])
 
 
@@ -105,6 +109,7 @@ METRICS_ARROW = pa.schema([
         "open_windows", "state_bytes",
     )],
     ("duration_s", pa.float64()),
+    *[(k, pa.int64()) for k in ORDER_KEYS],
 ])
 
 
@@ -122,6 +127,11 @@ class StepReport:
     open_windows: int = 0
     state_bytes: int = 0
     duration_s: float = 0.0
+    # Files that landed after a file with a later name was admitted (read out of name order), their
+    # rows, and 1 if the step's earliest arrival time is before the latest arrival of the steps before.
+    out_of_order_files: int = 0
+    out_of_order_rows: int = 0
+    arrival_regressions: int = 0
     extra: dict = field(default_factory=dict)
 
 
@@ -222,6 +232,7 @@ class Engine:
         self._error: BaseException | None = None
         self._outputs_ready = False
         self.query = None
+        self.source: StreamSource | None = None
 
     # -- running -------------------------------------------------------------------
 
@@ -235,22 +246,27 @@ class Engine:
         """
         if trigger_interval is None and self.cfg.trigger_interval_us is not None:
             trigger_interval = f"{self.cfg.trigger_interval_us // 1000} milliseconds"
-        stream = read_stream(self.spark, self.cfg.source, self.schema)
+        self.source = open_source(self.spark, self.cfg.source, self.schema, self.lw_dir)
         self._ensure_outputs()
-        writer = stream.writeStream.foreachBatch(self._foreach).option(
+        writer = self.source.stream().writeStream.foreachBatch(self._foreach).option(
             "checkpointLocation", f"{self.cfg.output.checkpoint.rstrip('/')}/spark"
         )
+        poll_s = None  # availableNow: the files there at the start (listed by stream())
         if once or drain:
             writer = writer.trigger(availableNow=True)
         elif trigger_interval:
             writer = writer.trigger(processingTime=trigger_interval)
-        query = self.query = writer.start()
-        try:
-            query.awaitTermination()
-        except CapturedException:
-            if self._error is not None:
-                raise self._error from None
-            raise
+            poll_s = min(1.0, self.cfg.trigger_interval_us / 1e6 if self.cfg.trigger_interval_us else 1.0)
+        else:
+            poll_s = 1.0
+        with self.source.watching(poll_s):
+            query = self.query = writer.start()
+            try:
+                query.awaitTermination()
+            except CapturedException:
+                if self._error is not None:
+                    raise self._error from None
+                raise
         if self._error is not None:
             raise self._error
         manifest = self.drain() if drain else self.store.latest()
@@ -260,15 +276,19 @@ class Engine:
 
     def _foreach(self, df: DataFrame, spark_batch: int) -> None:
         try:
-            self.process_batch(df, spark_batch)
+            admitted = self.source.admit(df)
+            self.process_batch(admitted.rows, spark_batch, admitted=admitted)
         except BaseException as e:
             self._error = e
             raise
 
     # -- one step ------------------------------------------------------------------
 
-    def process_batch(self, df: DataFrame, spark_batch: int) -> StepReport:
-        """Process one micro-batch as one step (idempotent per Spark batch id)."""
+    def process_batch(self, df: DataFrame, spark_batch: int, admitted: Admitted | None = None) -> StepReport:
+        """Process one micro-batch as one step (idempotent per Spark batch id).
+
+        ``df`` holds the input rows; ``admitted`` (from the source) says which files they came from.
+        """
         t0 = time.monotonic()
         admit_us = self.clock()  # processing time at which this step's rows are admitted
         cfg = self.cfg
@@ -305,6 +325,7 @@ class Engine:
             for c in cache:
                 c.unpersist()
         t_fold = time.monotonic()
+        self._order_checks(report, plan, admitted)
         report.duration_s = time.monotonic() - t0
         self._commit(report, tracker, prev, plan["buckets"])
         log.debug(
@@ -320,6 +341,25 @@ class Engine:
                                            None, 0)
             self.outputs.ensure_all(self.schema, results, METRICS_ARROW, METRICS_SCHEMA)
             self._outputs_ready = True
+
+    def _order_checks(self, report: StepReport, plan: dict, admitted: Admitted | None) -> None:
+        """Count (and warn about) input read out of its order: nothing is skipped, nothing is silent."""
+        if admitted is not None and admitted.out_of_order:
+            report.out_of_order_files = len(admitted.out_of_order)
+            report.out_of_order_rows = admitted.out_of_order_rows
+            log.warning(
+                "step %d: %d file(s) (%d rows) landed after a file with a later name had been admitted and are "
+                "read out of name order (metrics: out_of_order_files/rows): %s",
+                report.step, report.out_of_order_files, report.out_of_order_rows, ", ".join(admitted.out_of_order),
+            )
+        regression = plan.get("arrival_regression")
+        if regression is not None:
+            report.arrival_regressions = 1
+            log.warning(
+                "step %d: earliest arrival %s is before the latest arrival of the steps before (%s): its files "
+                "landed out of arrival order (metrics: arrival_regressions)",
+                report.step, format_ts(regression[0]), format_ts(regression[1]),
+            )
 
     def _compact_columns(self) -> list[str]:
         """What the driver needs per row: ~30-40 bytes, no payload."""
@@ -353,6 +393,9 @@ class Engine:
             files = valid.column("_file")
             source_order = [_codes(files, _sorted_unique(files)), col("_block"), rid]
         arrival = col("_arrival_us")
+        latest_before = tracker.state.clock_us  # the latest arrival of the steps before
+        earliest = int(arrival.min()) if arrival is not None and n else None
+        regressed = earliest is not None and NEG_INF < latest_before and earliest < latest_before
         order = arrival_order(n, arrival, pcode, col("_offset"), source_order)
         names = PartitionCodes([str(u) for u in uniq.to_pylist()], pcode[order])
         j = judge(
@@ -391,6 +434,7 @@ class Engine:
             "watermark": w_new,
             "clock": int(arrival.max()) if arrival is not None and n else None,
             "now_us": now_us,
+            "arrival_regression": (earliest, latest_before) if regressed else None,
         }
 
     def _write_dead_letters(self, parsed: DataFrame, step: int) -> None:
@@ -543,6 +587,8 @@ class Engine:
         totals["windows_fired"] += report.windows_fired
         totals["revisions"] += report.revisions
         totals["provisionals"] += report.provisionals
+        for k in ORDER_KEYS:
+            totals[k] += getattr(report, k)
         metrics = self._write_metrics(report, tracker)
         _fault("before_deliver", report.step)
         if self.sink is not None:
@@ -601,6 +647,7 @@ class Engine:
             "open_windows": report.open_windows,
             "state_bytes": report.state_bytes,
             "duration_s": report.duration_s,
+            **{k: getattr(report, k) for k in ORDER_KEYS},
         }
         self.outputs.write_rows("metrics", report.step, pa.Table.from_pylist([row], METRICS_ARROW), METRICS_SCHEMA)
         return row

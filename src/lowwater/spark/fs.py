@@ -13,6 +13,28 @@ from urllib.parse import urlsplit
 from pyspark.sql import SparkSession
 
 
+def hidden(name: str) -> bool:
+    """Names a landing directory's listing skips: Spark's rule (``HadoopFSUtils.shouldFilterOutPathName``).
+
+    Spark keeps Parquet's ``_metadata``/``_common_metadata`` summaries for its
+    own use; they hold no rows, so they are skipped here too.
+    """
+    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+
+
+def local_files(directory: str) -> list[str]:
+    """:meth:`HadoopFS.list_files` on the local file system, through the OS."""
+    if not os.path.isdir(directory):
+        return []
+    out: list[str] = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if not hidden(d)]
+        rel = os.path.relpath(root, directory).replace(os.sep, "/")
+        prefix = "" if rel == "." else rel + "/"
+        out += [prefix + f for f in files if not hidden(f)]
+    return sorted(out)
+
+
 class HadoopFS:
     """A few file operations on any path Spark can address.
 
@@ -63,6 +85,33 @@ class HadoopFS:
         if not fs.exists(p):
             return []
         return sorted(str(s.getPath().getName()) for s in fs.listStatus(p))
+
+    def list_files(self, path: str) -> list[str]:
+        """Data files under ``path`` (recursively), as sorted ``/``-separated names relative to it.
+
+        Skips what Spark's file sources skip: names starting with ``.`` or with
+        ``_`` (unless ``k=v``-style), at any depth, and ``._COPYING_`` files
+        still being copied in.
+        """
+        local = self.local_path(path)
+        if local is not None:
+            return local_files(local)
+        out: list[str] = []
+        p, fs = self._path(path)
+        if not fs.exists(p):
+            return []
+        todo = [(p, "")]
+        while todo:
+            directory, prefix = todo.pop()
+            for st in fs.listStatus(directory):
+                name = str(st.getPath().getName())
+                if hidden(name):
+                    continue
+                if st.isDirectory():
+                    todo.append((st.getPath(), f"{prefix}{name}/"))
+                else:
+                    out.append(prefix + name)
+        return sorted(out)
 
     def read_text(self, path: str) -> str:
         p, fs = self._path(path)

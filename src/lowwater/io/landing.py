@@ -1,0 +1,194 @@
+"""The landing directory as a Structured Streaming source, in file name order.
+
+The query reads a Python streaming data source (``lowwater_files``, PySpark's
+DataSource API): its offset is a position in the file log
+(``io/filelog.py``) and a micro-batch's rows are the positions ``[start,
+end)``. Spark checkpoints these offsets like any source's, so a batch
+replayed after a crash gets the same positions, hence the same files;
+``max_files_per_batch`` is the source's read limit (``ReadMaxFiles``, which
+``availableNow`` honours too). In ``foreachBatch`` the engine collects the
+positions (a handful of rows), the log names the files, and Spark's batch
+reader reads them natively (``read_batch``: splittable, corrupt records as
+dead letters, ``_file``/``_block`` for the source order).
+
+Why positions rather than file names: Spark runs the stream reader in a
+Python worker on the driver host with no JVM gateway, so it could not list an
+``hdfs://`` or ``s3a://`` directory. The driver lists through Hadoop's
+FileSystem (``HadoopFS``), appends to the log, and tells the reader how long
+the log is through a small file in a local temporary directory (both
+processes are on the driver host).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from lowwater.config import SourceConfig
+from lowwater.io.filelog import FileLog
+from lowwater.io.files import empty_batch, read_batch
+from lowwater.io.source import Admitted
+from lowwater.spark.fs import HadoopFS
+
+log = logging.getLogger("lowwater")
+
+FORMAT = "lowwater_files"
+
+
+def _logged_files(counter: str) -> int:
+    try:
+        with open(counter) as f:
+            return int(json.load(f)["files"])
+    except FileNotFoundError:
+        return 0
+
+
+class LandedFiles(DataSource):
+    """``spark.readStream.format("lowwater_files")``: positions of the file log, in order.
+
+    Options: ``counter`` (the local file holding the log's length) and
+    ``max_files`` (files per micro-batch, empty for no limit).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        return "position LONG"
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002, N802 - Spark's name
+        return _LogReader(self.options["counter"], int(self.options.get("max_files") or 0))
+
+
+class _LogReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets ``{"position": n}``: the first ``n`` files of the log are admitted."""
+
+    def __init__(self, counter: str, max_files: int) -> None:
+        self.counter = counter
+        self.max_files = max_files
+        self.target: int | None = None  # availableNow: the log's length when the query started
+
+    def initialOffset(self) -> dict:  # noqa: N802
+        return {"position": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        self.target = _logged_files(self.counter)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # noqa: N802
+        if "position" not in start:
+            msg = f"the checkpoint's source offset {start} is not a file log position (written by an older release?)"
+            raise ValueError(msg)
+        pos = int(start["position"])
+        end = _logged_files(self.counter) if self.target is None else self.target
+        if isinstance(limit, ReadMaxFiles):
+            end = min(end, pos + limit.max_files)
+        return {"position": max(pos, end)}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        lo, hi = int(start["position"]), int(end["position"])
+        return [InputPartition((lo, hi))] if hi > lo else []
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
+        lo, hi = partition.value
+        for pos in range(lo, hi):
+            yield (pos,)
+
+
+class LandingSource:
+    """``source.path`` as a stream of micro-batches of files in name order (a :class:`StreamSource`)."""
+
+    def __init__(self, spark: SparkSession, src: SourceConfig, schema: StructType, state_dir: str) -> None:
+        self.spark = spark
+        self.src = src
+        self.schema = schema
+        self.fs = HadoopFS(spark)
+        self.log = FileLog(self.fs, src.path, f"{state_dir.rstrip('/')}/files")
+        self._tmp = Path(tempfile.mkdtemp(prefix="lowwater-files-"))
+        self._counter = self._tmp / "files.json"
+
+    def refresh(self) -> None:
+        """List the landing directory, log the new files, and let the stream reader see them."""
+        self.log.refresh()
+        tmp = self._counter.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"files": len(self.log)}))
+        os.replace(tmp, self._counter)
+
+    def stream(self) -> DataFrame:
+        self.spark.dataSource.register(LandedFiles)
+        self.refresh()
+        reader = self.spark.readStream.format(FORMAT).option("counter", str(self._counter))
+        return reader.option("max_files", str(self.src.max_files_per_batch or "")).load()
+
+    def admit(self, batch: DataFrame) -> Admitted:
+        positions = sorted(int(r[0]) for r in batch.collect())
+        if not positions:
+            return Admitted(empty_batch(self.spark, self.src, self.schema))
+        if positions != list(range(positions[0], positions[-1] + 1)):
+            msg = f"a micro-batch of the file log must be a range of positions, got {positions}"
+            raise RuntimeError(msg)
+        files = self.log.files(positions[0], positions[-1] + 1)
+        out_of_order = [f.name for f in files if f.out_of_order]
+        rows = self._read([f.name for f in files])
+        n_ooo = self._read(out_of_order).count() if out_of_order else 0
+        return Admitted(rows, tuple(f.name for f in files), tuple(out_of_order), n_ooo)
+
+    def _read(self, names: list[str]) -> DataFrame:
+        """The files' rows; a file deleted since it was logged is skipped (and said so)."""
+        for _ in range(3):  # a file may vanish between the check and Spark's own
+            present = [n for n in names if self.fs.exists(self.log.path(n))]
+            if len(present) < len(names):
+                gone = sorted(set(names) - set(present))
+                log.warning("skipped %d file(s) deleted after they landed: %s", len(gone), ", ".join(gone))
+                names = present
+            if not names:
+                return empty_batch(self.spark, self.src, self.schema)
+            try:
+                return read_batch(self.spark, self.src, self.schema, [self.log.path(n) for n in names])
+            except AnalysisException as e:
+                if e.getCondition() != "PATH_NOT_FOUND":
+                    raise
+        return read_batch(self.spark, self.src, self.schema, [self.log.path(n) for n in names])
+
+    @contextmanager
+    def watching(self, poll_s: float | None) -> Iterator[None]:
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.wait(poll_s):
+                try:
+                    self.refresh()
+                except Exception as e:  # noqa: BLE001 - a failed listing is retried at the next poll
+                    log.warning("listing %s failed (retried in %.1fs): %s", self.src.path, poll_s, e)
+
+        thread = threading.Thread(target=poll, name="lowwater-listing", daemon=True) if poll_s else None
+        if thread is not None:
+            thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if thread is not None:
+                thread.join()
+            shutil.rmtree(self._tmp, ignore_errors=True)
