@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import CapturedException
 
-from lowwater.config import PipelineConfig
+from lowwater.config import ConfigError, PipelineConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, LatePolicy
@@ -126,6 +126,17 @@ class StepReport:
     state_bytes: int = 0
     duration_s: float = 0.0
     extra: dict = field(default_factory=dict)
+
+
+class _RefusalFilter(logging.Filter):
+    """py4j logs every exception a ``foreachBatch`` call raises, with its trace; a refusal
+    (a :class:`ConfigError`, e.g. new rows on a drained checkpoint) reaches the user once, from :meth:`Engine.run`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ConfigError))
+
+
+logging.getLogger("py4j.clientserver").addFilter(_RefusalFilter())
 
 
 def _fault(point: str, step: int) -> None:
