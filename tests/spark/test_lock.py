@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -100,6 +101,17 @@ def test_holds_are_reentrant_within_a_process(tmp_path):
     assert path.exists()
     second.release()
     assert not path.exists()
+
+
+def test_reentering_a_lock_whose_directory_was_deleted_takes_it_again(tmp_path):
+    cfg = cfg_at(tmp_path)
+    first = hold(cfg)
+    shutil.rmtree(tmp_path / "out")  # e.g. a benchmark clearing its output between runs
+    second = hold(cfg)
+    assert json.loads((tmp_path / "out" / LOCK_NAME).read_text())["pid"] == os.getpid()
+    first.release()
+    second.release()
+    assert not (tmp_path / "out" / LOCK_NAME).exists()
 
 
 def test_a_checkpoint_outside_the_output_path_is_locked_too(tmp_path):

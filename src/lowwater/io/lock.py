@@ -278,9 +278,18 @@ def _acquire(directory: str, remote: RemoteFiles | None, label: str = "output.pa
     files = _Files(f"{directory.rstrip('/')}/{LOCK_NAME}", remote)
     path = files.local or f"{directory.rstrip('/')}/{LOCK_NAME}"
     with _MUTEX:
-        if path in _HELD:
-            _HELD[path].count += 1
-            return path
+        held = _HELD.get(path)
+    if held is not None:
+        if _parse(files.read(path)) != held.holder:  # our lock vanished (its directory was deleted): again
+            if files.local is not None:
+                os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
+            if not files.create_new(path, json.dumps(asdict(held.holder))):
+                holder = _parse(files.read(path))
+                msg = f"{label}: {directory} was taken by another lowwater run ({holder.describe() if holder else '?'})"
+                raise OutputLockedError(msg)
+        with _MUTEX:
+            held.count += 1
+        return path
     if files.local is not None:
         os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
     me = Holder.me()

@@ -129,8 +129,11 @@ class StepReport:
 
 
 class _RefusalFilter(logging.Filter):
-    """py4j logs every exception a ``foreachBatch`` call raises, with its trace; a refusal
-    (a :class:`ConfigError`, e.g. new rows on a drained checkpoint) reaches the user once, from :meth:`Engine.run`."""
+    """Keep a refusal raised in ``foreachBatch`` out of py4j's log: it reaches the user once, from ``Engine.run``.
+
+    py4j logs every exception a Python callback raises, with its trace; a
+    :class:`ConfigError` (e.g. new rows on a drained checkpoint) is a one-line answer.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.exc_info and isinstance(record.exc_info[1], ConfigError))
