@@ -58,11 +58,22 @@ def run(
         list[str] | None, typer.Option("--set", help="Override a key: section.key=value (repeatable).")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-step log lines.")] = False,
+    after_drain: Annotated[
+        bool,
+        typer.Option(
+            "--after-drain",
+            help="Accept new input on a checkpoint drained earlier: its rows are judged against W = +inf "
+            "(all too late, reason: input declared finished). Without it such a run refuses.",
+        ),
+    ] = False,
 ) -> None:
     """Run a pipeline as a Spark Structured Streaming query."""
     _setup_logging(not quiet)
     try:
         cfg = load_config(config, set_ or [])
+        from lowwater.io.lock import hold
+
+        hold(cfg)  # one run per output path: a second one refuses here, before Spark starts (io/lock.py)
     except ConfigError as e:
         raise _fail(str(e)) from None
     from lowwater.spark.engine import Engine
@@ -73,7 +84,7 @@ def run(
     except Exception as e:  # noqa: BLE001 - Spark start-up errors come in many types
         raise _fail(f"spark.master {cfg.spark.master!r}: could not start Spark: {_spark_error_line(e)}") from None
     try:
-        engine = Engine(cfg, spark)
+        engine = Engine(cfg, spark, after_drain=after_drain)
         manifest = engine.run(once=once or drain, drain=drain)
     except ConfigError as e:
         raise _fail(str(e)) from None

@@ -37,6 +37,8 @@ class LatePolicy(StrEnum):
 
 
 TOO_LATE_REASON = "too late: window end + allowed lateness <= watermark"
+# Rows that reached a drained checkpoint (``lowwater run --after-drain``): W was already +inf.
+DRAINED_REASON = "too late: the input had been declared finished (drained, watermark = +inf)"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
+from lowwater.io.checkpoint import start_fresh
 
 CORRUPT = "_corrupt_record"
 
@@ -71,6 +72,8 @@ def resolve_schema(spark: SparkSession, cfg: PipelineConfig, state_dir: str | No
     saved = Path(state_dir, "source_schema.json") if state_dir and "://" not in state_dir else None
     if saved is not None and saved.exists():
         schema = StructType.fromJson(json.loads(saved.read_text()))
+        if cfg.source.schema:  # an explicit schema must match, never silently give way to the saved one
+            _check_same(infer_schema(spark, cfg.source), schema, str(saved), cfg)
     else:
         schema = infer_schema(spark, cfg.source)
     names = set(schema.fieldNames())
@@ -91,6 +94,27 @@ def resolve_schema(spark: SparkSession, cfg: PipelineConfig, state_dir: str | No
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps(schema.jsonValue()))
     return schema
+
+
+def _check_same(explicit: StructType, saved: StructType, where: str, cfg: PipelineConfig) -> None:
+    """One line naming the first column where ``source.schema`` and the saved schema differ."""
+    old = {f.name: f.dataType.simpleString() for f in saved.fields}
+    new = {f.name: f.dataType.simpleString() for f in explicit.fields}
+    if list(old.items()) == list(new.items()):
+        return
+    msg = (f"source.schema: differs from the schema this checkpoint was started with ({where}): "
+           f"{_first_difference(old, new)}; the checkpoint keeps its schema, so {start_fresh(cfg)}")
+    raise ConfigError(msg)
+
+
+def _first_difference(old: dict[str, str], new: dict[str, str]) -> str:
+    for name, typ in new.items():
+        if name not in old:
+            return f"column {name!r} is not in it"
+        if old[name] != typ:
+            return f"column {name!r} is {old[name]} there and {typ} here"
+    missing = [n for n in old if n not in new]
+    return f"its column {missing[0]!r} is missing here" if missing else "the column order differs"
 
 
 def _load(reader, src: SourceConfig, schema: StructType, path: str | list[str] | None = None) -> DataFrame:  # noqa: ANN001

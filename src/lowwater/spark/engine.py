@@ -38,16 +38,19 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import CapturedException
 
-from lowwater.config import PipelineConfig
+from lowwater.config import ConfigError, PipelineConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.judge import account, arrival_order, judge
-from lowwater.core.lateness import TOO_LATE_REASON, Lateness, LatePolicy
+from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.core.tracker import PartitionCodes, TrackerState, WatermarkTracker
+from lowwater.io.checkpoint import admit_after_drain, check_fingerprint, fingerprint
 from lowwater.io.files import CORRUPT, PARSE_CONF, resolve_schema
+from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.io.source import Admitted, StreamSource, open_source
 from lowwater.spark.columns import col, memo, select, watermark_ts
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
+from lowwater.spark.fs import HadoopFS
 from lowwater.spark.jobs import Background, side_by_side
 from lowwater.spark.parse import normalise
 from lowwater.spark.sessions import SessionSteps
@@ -135,6 +138,20 @@ class StepReport:
     extra: dict = field(default_factory=dict)
 
 
+class _RefusalFilter(logging.Filter):
+    """Keep a refusal raised in ``foreachBatch`` out of py4j's log: it reaches the user once, from ``Engine.run``.
+
+    py4j logs every exception a Python callback raises, with its trace; a
+    :class:`ConfigError` (e.g. new rows on a drained checkpoint) is a one-line answer.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ConfigError))
+
+
+logging.getLogger("py4j.clientserver").addFilter(_RefusalFilter())
+
+
 def _fault(point: str, step: int) -> None:
     """Test-only crash injection: ``LOWWATER_FAULT=before_commit:3`` kills the process there."""
     spec = os.environ.get("LOWWATER_FAULT")
@@ -194,11 +211,27 @@ def _is_kind(kind: str) -> Column:
 
 
 class Engine:
-    """Runs one pipeline configuration on a SparkSession."""
+    """Runs one pipeline configuration on a SparkSession.
 
-    def __init__(self, cfg: PipelineConfig, spark: SparkSession) -> None:
+    Holds the output path's lock (``io/lock.py``) from construction to the end
+    of :meth:`run` (or :meth:`close`), and refuses a configuration the
+    checkpoint was not started with (``io/checkpoint.py``). ``after_drain``
+    (``--after-drain``) accepts new rows on a drained checkpoint.
+    """
+
+    def __init__(self, cfg: PipelineConfig, spark: SparkSession, after_drain: bool = False) -> None:
         self.cfg = cfg
         self.spark = spark
+        self.after_drain = after_drain
+        self.fs = HadoopFS(spark)
+        self._lock: PipelineLock | None = hold(cfg, self.fs)
+        try:
+            self._open(cfg, spark)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, cfg: PipelineConfig, spark: SparkSession) -> None:
         for k, v in {**PARSE_CONF, **STEP_CONF}.items():
             spark.conf.set(k, v)
         self.lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
@@ -233,6 +266,14 @@ class Engine:
         self._outputs_ready = False
         self.query = None
         self.source: StreamSource | None = None
+        started = self.fs.exists(f"{cfg.output.checkpoint.rstrip('/')}/spark/offsets") or self.store.latest().step >= 0
+        check_fingerprint(self.fs, self.lw_dir, cfg, fingerprint(cfg, self.schema.simpleString()), started)
+
+    def close(self) -> None:
+        """Give back the output path's lock (idempotent; :meth:`run` does it when it ends)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # -- running -------------------------------------------------------------------
 
@@ -244,6 +285,14 @@ class Engine:
         processing-time trigger) instead of as soon as the previous one ends;
         ``self.query`` is the running query.
         """
+        if self._lock is None:
+            self._lock = hold(self.cfg, self.fs)
+        try:
+            return self._run(once, drain, trigger_interval)
+        finally:
+            self.close()
+
+    def _run(self, once: bool, drain: bool, trigger_interval: str | None) -> Manifest:
         if trigger_interval is None and self.cfg.trigger_interval_us is not None:
             trigger_interval = f"{self.cfg.trigger_interval_us // 1000} milliseconds"
         self.source = open_source(self.spark, self.cfg.source, self.schema, self.lw_dir)
@@ -308,6 +357,8 @@ class Engine:
             # their pair counts against the driver's.
             parsed = normalise(df, cfg).withColumn("_rid", F.monotonically_increasing_id())
             compact = select(parsed, self._compact_columns()).toArrow()
+            if prev.drained and compact.num_rows:  # refused before anything is written (io/checkpoint.py)
+                admit_after_drain(cfg, compact.num_rows, self.after_drain)
             t_collect = time.monotonic()
             plan = self._plan(compact, tracker, prev)
             plan["admit_us"] = admit_us
@@ -502,7 +553,7 @@ class Engine:
                     watermark_ts("_w").alias("watermark"),
                     F.timestamp_micros("window_start").alias("window_start"),
                     F.timestamp_micros("window_end").alias("window_end"),
-                    F.lit(TOO_LATE_REASON).alias("reason"),
+                    F.lit(DRAINED_REASON if prev.drained else TOO_LATE_REASON).alias("reason"),
                     F.col(p + "_file").alias("source_file"),
                 )
             state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]

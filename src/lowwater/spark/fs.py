@@ -142,6 +142,25 @@ class HadoopFS:
             msg = f"could not rename {tmp} to {p}"
             raise OSError(msg)
 
+    def create_new(self, path: str, text: str) -> bool:
+        """Create ``path`` holding ``text`` unless it exists (False then).
+
+        Hadoop's ``create(overwrite=false)``: atomic on HDFS; on object stores only
+        as atomic as the store's conditional create (see ``io/lock.py``).
+        """
+        p, fs = self._path(path)
+        try:
+            out = fs.create(p, False)
+        except Exception:
+            if fs.exists(p):
+                return False
+            raise
+        try:
+            out.write(bytearray(text.encode("utf-8")))
+        finally:
+            out.close()
+        return True
+
     def delete(self, path: str) -> None:
         p, fs = self._path(path)
         if fs.exists(p):

@@ -41,7 +41,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.core.accounting import Accounting
-from lowwater.core.lateness import TOO_LATE_REASON, LatePolicy
+from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
 from lowwater.core.sessions import (
     FINAL,
     REVISION,
@@ -386,7 +386,8 @@ class SessionSteps:
                          dead_letter=acc0.dead_letter, clipped=acc0.clipped)
         acc.check()
         if too and cfg.late_policy == LatePolicy.SIDE_OUTPUT and out is not None:
-            eng.outputs.write("late", step, self._late_rows(parsed, out))
+            reason = DRAINED_REASON if prev.drained else TOO_LATE_REASON  # --after-drain: W was already +inf
+            eng.outputs.write("late", step, self._late_rows(parsed, out, reason))
         else:
             eng.outputs.clear("late", step)
         plan["buckets"] = buckets
@@ -402,7 +403,7 @@ class SessionSteps:
             extra={"clock": plan["clock"]},
         )
 
-    def _late_rows(self, parsed: DataFrame, out: DataFrame) -> DataFrame:
+    def _late_rows(self, parsed: DataFrame, out: DataFrame, reason: str) -> DataFrame:
         """Too-late rows, whole: their ids joined back to the (re-read) micro-batch."""
         tl = out.filter(F.col("_out") == "T").select(
             "_rid", F.col("_w"), F.col("window_start").alias("_ws"), F.col("window_end").alias("_we")
@@ -413,7 +414,7 @@ class SessionSteps:
             watermark_ts("_w").alias("watermark"),
             F.timestamp_micros("_ws").alias("window_start"),
             F.timestamp_micros("_we").alias("window_end"),
-            F.lit(TOO_LATE_REASON).alias("reason"),
+            F.lit(reason).alias("reason"),
             F.col("_file").alias("source_file"),
         )
 

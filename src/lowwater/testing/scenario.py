@@ -156,6 +156,7 @@ def run_scenario(
     for i, f in enumerate(files):
         engine.process_batch(read_batch(spark, cfg.source, engine.schema, path=str(f)), i)
     manifest = engine.drain() if drain else engine.store.latest()
+    engine.close()  # give back the output path's lock
     summary = engine.summary(manifest)
     out = Path(cfg.output.path)
     return Outcome(

@@ -1,0 +1,152 @@
+"""What a checkpoint accepts on a restart: the same configuration, and no input after a drain.
+
+A checkpoint's state and outputs were computed with one configuration.
+Restarting it with a different window size, key, watermark bound, ... would
+mix two pipelines in one set of outputs, silently. So the first run stores a
+**fingerprint** -- a flat dict of named keys (``window.size``, ``source.schema``,
+...), each rendered as a string -- in ``<checkpoint>/lowwater/fingerprint.json``,
+and every later run compares its own key by key: a change refuses with one
+line naming the key, its old and new values and how to start fresh.
+
+Only what shapes state and outputs is fingerprinted (:func:`fingerprint`):
+the source (format, path, schema, column roles, time unit), the watermark
+settings, the window (type, size, slide, offset, gap, allowed lateness, keys,
+aggregations in their order, accumulation) and the early trigger. Everything
+else -- Spark settings, ``max_files_per_batch``, ``trigger.interval``,
+``late.policy``, the PostgreSQL sink and its credentials -- may change between
+runs. A new key is one more entry in the dict (issue 13's ``[[source]]``
+lists become ``source[i].…`` keys).
+
+A **drained** checkpoint (``--drain``: the input was declared finished, ``W =
++inf``) refuses a micro-batch with rows (:func:`admit_after_drain`) unless the
+run continues explicitly (``--after-drain``); the rows are then judged against
+``W = +inf``, so they are all too late, with ``core.lateness.DRAINED_REASON``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Protocol
+
+from lowwater.config import ConfigError, PipelineConfig
+from lowwater.time import format_duration_us
+
+log = logging.getLogger("lowwater")
+
+FINGERPRINT_FILE = "fingerprint.json"
+FINGERPRINT_VERSION = 1
+
+
+class DrainedInputError(ConfigError):
+    """New rows reached a drained checkpoint (one line, exit 2, like a configuration error)."""
+
+
+class TextFiles(Protocol):
+    """What the fingerprint needs from :class:`lowwater.spark.fs.HadoopFS`."""
+
+    def exists(self, path: str) -> bool: ...
+    def read_text(self, path: str) -> str: ...
+    def write_text_atomic(self, path: str, text: str) -> None: ...
+
+
+def start_fresh(cfg: PipelineConfig) -> str:
+    """The advice every refusal ends with."""
+    return (f"to start fresh, use a new output.path, or delete {cfg.output.checkpoint} "
+            f"(and the outputs under {cfg.output.path})")
+
+
+def _dur(us: int | None) -> str:
+    if us is None:
+        return "unset"
+    return format_duration_us(us) if us else "0s"
+
+
+def _opt(value: str | None) -> str:
+    return "unset" if value is None else value
+
+
+def fingerprint(cfg: PipelineConfig, schema: str) -> dict[str, str]:
+    """Every setting that shapes state and outputs, as named string values.
+
+    ``schema`` is the input schema the run reads (``StructType.simpleString()``).
+    """
+    src, wm, win = cfg.source, cfg.watermark, cfg.window
+    early = cfg.early
+    return {
+        "source.format": src.format,
+        "source.path": src.path,
+        "source.schema": schema,
+        "source.event_time": src.event_time,
+        "source.partition": _opt(src.partition),
+        "source.offset": _opt(src.offset),
+        "source.arrival_time": _opt(src.arrival_time),
+        "source.time_unit": src.time_unit,
+        "watermark.max_out_of_orderness": _dur(wm.max_out_of_orderness_us),
+        "watermark.out_of_orderness_by_partition": ", ".join(
+            f"{p}={_dur(b)}" for p, b in sorted(wm.per_partition_us)) or "unset",
+        "watermark.idle_timeout": _dur(wm.idle_timeout_us),
+        "watermark.partitions": ", ".join(sorted(wm.declared_partitions)) or "unset",
+        "watermark.max_future_skew": _dur(wm.max_future_skew_us),
+        "window.type": win.type,
+        "window.size": _dur(win.size_us) if not win.is_session else "unset",
+        "window.slide": _dur(win.slide_us),
+        "window.offset": _dur(win.offset_us),
+        "window.gap": _dur(win.gap_us),
+        "window.allowed_lateness": _dur(win.allowed_lateness_us),
+        "window.key": ", ".join(win.key) or "unset",
+        "window.aggregations": ", ".join(f"{a.name} = {a.func}({a.column})" for a in win.aggregations) or "unset",
+        "window.accumulation": win.accumulation,
+        "trigger.early": "unset" if early is None else (
+            f"every {early.every_rows} rows" if early.every_rows is not None else f"every {_dur(early.every_us)}"),
+    }
+
+
+def differences(saved: dict[str, str], current: dict[str, str]) -> list[str]:
+    """Keys whose values differ, in the current fingerprint's order (keys new on either side are not compared)."""
+    return [k for k, v in current.items() if k in saved and saved[k] != v]
+
+
+def check_fingerprint(fs: TextFiles, lw_dir: str, cfg: PipelineConfig, current: dict[str, str], started: bool) -> None:
+    """Refuse an incompatible change of a started checkpoint; store the fingerprint otherwise.
+
+    ``started``: the checkpoint has planned or committed input (Spark offsets or a
+    manifest). Before that nothing was computed, so the fingerprint is (re)written.
+    """
+    path = f"{lw_dir.rstrip('/')}/{FINGERPRINT_FILE}"
+    doc = {"version": FINGERPRINT_VERSION, "keys": current}
+    if not started or not fs.exists(path):
+        if started:
+            log.warning("%s: no configuration fingerprint (a checkpoint of an older lowwater): adopting this "
+                        "run's configuration; later changes are checked against it", cfg.output.checkpoint)
+        fs.write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=True))
+        return
+    try:
+        saved = json.loads(fs.read_text(path))["keys"]
+    except (ValueError, KeyError, TypeError):
+        msg = f"output.checkpoint: {path} is damaged (not a lowwater fingerprint); {start_fresh(cfg)}"
+        raise ConfigError(msg) from None
+    changed = differences(saved, current)
+    if changed:
+        key = changed[0]
+        more = f" (also changed: {', '.join(changed[1:])})" if len(changed) > 1 else ""
+        msg = (f"{key}: changed from {saved[key]!r} to {current[key]!r} since this checkpoint was started{more}; "
+               f"its state and outputs were computed with the old value; {start_fresh(cfg)}")
+        raise ConfigError(msg)
+    added = [k for k in current if k not in saved]
+    if added:  # a newer lowwater fingerprints more: record the new keys as they are now
+        log.warning("%s: recording fingerprint keys this checkpoint did not have: %s",
+                    cfg.output.checkpoint, ", ".join(added))
+        fs.write_text_atomic(path, json.dumps({"version": FINGERPRINT_VERSION, "keys": {**saved, **current}},
+                                              indent=2, sort_keys=True))
+
+
+def admit_after_drain(cfg: PipelineConfig, rows: int, after_drain: bool) -> None:
+    """A micro-batch with ``rows`` reached a drained checkpoint: refuse, or say how it will be judged."""
+    if not after_drain:
+        msg = (f"output.checkpoint: {cfg.output.checkpoint} was drained (the input was declared finished, "
+               f"W = +inf) and {rows} new row(s) arrived; nothing was processed. Rerun with --after-drain to "
+               f"judge them against W = +inf (all too late, reason: input declared finished), or {start_fresh(cfg)}")
+        raise DrainedInputError(msg)
+    log.warning("%d new row(s) after the drain (--after-drain): judged against W = +inf, so all too late",
+                rows)
