@@ -100,6 +100,10 @@ class _Signals:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.engine = None
+        self.install()
+
+    def install(self) -> None:
+        """(Re)install the handlers: PySpark's SparkContext replaces SIGINT's with one that raises."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self)
 
@@ -111,13 +115,20 @@ class _Signals:
         self.engine.request_stop(now=again)
 
 
-def _wait_for_files(cfg) -> None:  # noqa: ANN001 - a PipelineConfig
-    """A continuous run with an empty landing zone and no schema waits for the first file to infer it."""
+def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig
+    """An empty landing zone and no schema: ``--once`` fails (exit 2), a continuous run waits for a file.
+
+    The input schema is inferred from the files present (then kept with the
+    checkpoint), so without ``source.schema`` there is nothing to start from.
+    """
     from lowwater.io.files import landing_files, saved_schema
 
     saved = saved_schema(f"{cfg.output.checkpoint.rstrip('/')}/lowwater")
     if cfg.source.schema or (saved is not None and saved.exists()) or landing_files(cfg.source.path) != 0:
         return
+    if once:
+        msg = f"source.path: {cfg.source.path} has no files to infer the schema from; add files or set source.schema"
+        raise ConfigError(msg)
     _say(f"waiting for files in {cfg.source.path} (the input schema is inferred from the first one; "
          "or set source.schema)")
     while landing_files(cfg.source.path) == 0:
@@ -162,8 +173,7 @@ def _run(config: Path, once: bool, drain: bool, overrides: list[str], quiet: boo
     try:
         cfg = load_config(config, overrides)
         check_source_path(cfg.source, cfg.base_dir)
-        if not once:
-            _wait_for_files(cfg)
+        _wait_for_files(cfg, once)
     except ConfigError as e:
         raise _fail(str(e)) from None
     from lowwater.io.files import landing_files
@@ -177,6 +187,7 @@ def _run(config: Path, once: bool, drain: bool, overrides: list[str], quiet: boo
         raise
     except Exception as e:  # noqa: BLE001 - Spark start-up errors come in many types
         raise _fail(f"spark.master {cfg.spark.master!r}: could not start Spark: {_spark_error_line(e)}") from None
+    signals.install()
     try:
         engine = Engine(cfg, spark)
         before = engine.store.latest()

@@ -1,10 +1,10 @@
 """Build (or reuse) the SparkSession a pipeline runs on.
 
-Spark's start-up chatter is kept off the terminal: ``log4j2.properties`` sets
-the log level (which also silences "Setting default log level ..."), and with
-``quiet`` the JVM's own stderr is passed through a filter that drops the lines
-no user acts on (the JVM's incubator-module warning). Everything else the JVM
-prints still reaches stderr.
+Spark's log level is set by ``log4j2.properties`` (errors only). With
+``quiet`` the JVM's own stderr also passes through a filter that drops the
+start-up lines no user acts on: the JVM's incubator-module warning and
+Spark's "Setting default log level ..." banner (printed for every PySpark
+driver, whatever the log configuration). Everything else still reaches stderr.
 """
 
 from __future__ import annotations
