@@ -11,6 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lowwater.config import ConfigError, load_config
+from lowwater.spark.engine import Engine
+
 pytestmark = pytest.mark.spark
 
 CONFIG = """
@@ -108,6 +111,13 @@ def test_run_once_drain_end_to_end(tmp_path, fmt):
     again = run_cli(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(pd.read_parquet(tmp_path / "out" / "results")) == len(results)
+    # ... and says so, after a start line naming the checkpoint it resumes; -q: no Spark banner.
+    assert again.stderr.splitlines() == [
+        f"lowwater run: reading jsonl from {tmp_path / 'landing'}, 2 files now; checkpoint "
+        f"{tmp_path / 'out' / '_checkpoint'}: resuming after step 2 (W = +inf, drained); outputs "
+        f"{tmp_path / 'out'} (--drain)",
+        f"nothing new in {tmp_path / 'landing'} since step 2: outputs unchanged",
+    ]
 
 
 def test_bad_configuration_is_one_line_and_exit_2(tmp_path):
@@ -196,3 +206,42 @@ def test_version_and_help_on_every_option():
                     assert meta.help, f"{fn.__name__} --{pname} has no help text"
                     checked += 1
     assert checked >= 30  # run 4 + demo 5 + whatif 22 + delays 9 + --version
+
+
+def _land_epoch(root: Path, scale: int) -> None:
+    """The ROWS with epoch clocks: ms since 2023-11-14 times ``scale`` (1 = ms, 1000 = µs)."""
+    land(root, "jsonl")
+    for f in (root / "landing").iterdir():
+        df = pd.read_json(f, lines=True)
+        for c in ("event_time", "arrival_time"):
+            df[c] = (df[c] + 1_700_000_000_000) * scale
+        mtime = f.stat().st_mtime
+        df.to_json(f, orient="records", lines=True)
+        os.utime(f, (mtime, mtime))  # keep the landing order
+
+
+def test_event_times_in_the_wrong_unit_are_one_line_and_exit_2(tmp_path, spark):
+    # Epoch milliseconds read as seconds: the CLI names the unit that fits; nothing is committed.
+    _land_epoch(tmp_path, 1)
+    proc = run_cli(["run", "pipeline.toml", "--once", "-q", "--set", 'source.time_unit="s"'], tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert [ln for ln in proc.stderr.splitlines() if not ln.startswith("lowwater run: ")] == [
+        'error: source.time_unit: event times such as 1700000013000 (event_time) do not fit: read as time_unit = '
+        '"s" they fall after the year 2200; as "ms" they are 2023-11-14: set source.time_unit = "ms"'
+    ]
+    assert not list((tmp_path / "out").rglob("manifest-*.json"))
+    # In the unit they are written in, the same files run.
+    ok = load_config(tmp_path / "pipeline.toml", ['output.path="out-ms"'])
+    assert Engine(ok, spark).run(once=True).totals["rows"] == 4 + 4
+
+    # Epoch microseconds read as seconds overflow int64 µs: no Spark overflow error, the same line.
+    us = tmp_path / "us"
+    us.mkdir()
+    _land_epoch(us, 1000)
+    cfg = load_config(us / "pipeline.toml", ['source.time_unit="s"'])
+    with pytest.raises(ConfigError) as e:
+        Engine(cfg, spark).run(once=True)
+    assert str(e.value) == (
+        'source.time_unit: event times such as 1700000001000000 (event_time) do not fit: read as time_unit = "s" '
+        'they fall after the year 2200; as "us" they are 2023-11-14: set source.time_unit = "us"'
+    )

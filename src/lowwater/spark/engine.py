@@ -275,9 +275,17 @@ class Engine:
         self._stop = "now" if now else (self._stop or "after_step")
 
     def _await(self, query) -> None:  # noqa: ANN001 - a StreamingQuery
-        """Wait for the query; on a stop request, stop it between steps (or at once with ``now``)."""
+        """Wait for the query; on a stop request, end it between steps (or at once with ``now``).
+
+        A batch that starts after the request fails uncommitted (``_foreach``),
+        which ends the query; an idle query (no step, no trigger planning a
+        batch) is stopped. Stopping a query while its thread plans a batch would
+        interrupt Spark mid-work, which logs errors of its own.
+        """
         while not query.awaitTermination(0.25):
-            if self._stop == "now" or (self._stop is not None and not self._in_step):
+            if self._stop == "now":
+                query.stop()
+            elif self._stop is not None and not self._in_step and not query.status["isTriggerActive"]:
                 query.stop()
 
     def _foreach(self, df: DataFrame, spark_batch: int) -> None:
