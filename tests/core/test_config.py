@@ -148,3 +148,29 @@ def test_session_window_and_early_trigger(tmp_path):
 def test_session_and_trigger_errors(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message):
         load_config(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("typical_us", "unit", "fits"),
+    [
+        (1.7e15, "s", None),  # epoch seconds read as seconds: 2023
+        (31e6, "s", None),  # 31 s after the epoch (relative test times): no unit puts it in 2000-2100
+        (31e9, "ms", None),  # 31,000 s read as ms: still 1970 in every unit
+        (1.7e18, "s", "ms"),  # epoch ms read as seconds: year ~55,900
+        (1.7e18, "ms", "us"),  # epoch µs read as ms
+        (1.7e12, "ms", "s"),  # epoch seconds read as ms: January 1970, as seconds 2023
+        (1.7e21, "s", "us"),  # epoch µs read as seconds (overflows int64 µs; judged from the raw value)
+        (1.7e24, "s", "none"),  # epoch ns: after 2200 in every unit
+    ],
+)
+def test_misread_time_unit_names_the_unit_that_fits(typical_us, unit, fits):
+    from lowwater.time import misread_time_unit
+
+    problem = misread_time_unit(typical_us, unit)
+    if fits is None:
+        assert problem is None
+    elif fits == "none":
+        assert problem == "they fall after the year 2200 read as any of s, ms, us since the epoch"
+    else:
+        assert problem is not None and problem.endswith(f'set source.time_unit = "{fits}"')
+        assert f'read as time_unit = "{unit}"' in problem and "2023-11-14" in problem
