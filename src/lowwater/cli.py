@@ -92,14 +92,18 @@ class _Interrupted(BaseException):
 
 
 class _Signals:
-    """SIGINT/SIGTERM during ``run``: before the query, stop at once; during it, after the current step.
+    """SIGINT/SIGTERM during ``run``: before Spark is up, stop at once; then, after the current step.
 
-    A second signal abandons the step in flight (uncommitted, so a restart redoes it).
+    Once Spark is up the handler never raises (an exception inside a py4j call
+    makes py4j log tracebacks): it asks the engine to stop, or, before the
+    query starts, is noted and acted on just before it would start. A second
+    signal abandons the step in flight (uncommitted, so a restart redoes it).
     """
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self.engine = None
+        self.spark_up = False
         self.install()
 
     def install(self) -> None:
@@ -110,9 +114,10 @@ class _Signals:
     def __call__(self, signum: int, _frame: object) -> None:
         again = self.signum is not None
         self.signum = signum
-        if self.engine is None:
+        if not self.spark_up:
             raise _Interrupted(signum)
-        self.engine.request_stop(now=again)
+        if self.engine is not None:
+            self.engine.request_stop(now=again)
 
 
 def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig
@@ -188,14 +193,17 @@ def _run(config: Path, once: bool, drain: bool, overrides: list[str], quiet: boo
     except Exception as e:  # noqa: BLE001 - Spark start-up errors come in many types
         raise _fail(f"spark.master {cfg.spark.master!r}: could not start Spark: {_spark_error_line(e)}") from None
     signals.install()
+    signals.spark_up = True
     try:
         engine = Engine(cfg, spark)
+        signals.engine = engine
+        if signals.signum is not None:
+            raise _Interrupted(signals.signum)
         before = engine.store.latest()
         files = landing_files(cfg.source.path)
         _say(start_line(cfg, before, files, once, drain))
         if files == 0 and not once:
             _say(f"waiting for files in {cfg.source.path}")
-        signals.engine = engine
         manifest = engine.run(once=once, drain=drain)
     except ConfigError as e:
         raise _fail(str(e)) from None
