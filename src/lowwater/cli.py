@@ -1,20 +1,27 @@
 """The ``lowwater`` command line: ``run`` a pipeline, or see it work on the ``demo``.
 
 A wrong configuration prints one line naming the key and exits with code 2;
-no Java stack trace reaches the terminal.
+no Java stack trace reaches the terminal. Nothing the user wrote (paths,
+column names, values) goes through rich markup: the consoles print text as
+is, so ``[observe]`` is not swallowed as a style tag. Ctrl-C and SIGTERM stop
+a run after its current step (exit 130 / 143, see :func:`run`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
+from lowwater import __version__
 from lowwater.config import ConfigError, load_config
 
 app = typer.Typer(
@@ -22,13 +29,40 @@ app = typer.Typer(
     no_args_is_help=True,
     help="lowwater: event-time stream processing you can trust, on Apache Spark.",
 )
-err = Console(stderr=True)
-out = Console()
+_FMT = typer.Option("--format", help="csv | jsonl | parquet")
+_EVENT = typer.Option("--event-time", help="Column with the event time.")
+_ARRIVAL = typer.Option("--arrival-time", help="Column with the arrival time (the order rows arrived in).")
+_PARTITION = typer.Option("--partition", help="Column with the source partition.")
+_QUIET = typer.Option("--quiet", "-q", help="No log lines and no Spark start-up banner.")
+
+# markup=False: user text is printed verbatim (styles only through Text objects).
+err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
+out = Console(markup=False, highlight=False, soft_wrap=True)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(Text.assemble(("error:", "bold red"), " ", message))
     return typer.Exit(code)
+
+
+def _say(message: str) -> None:
+    """One status line on stderr (stdout keeps the summary / JSON)."""
+    err.print(Text(message))
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"lowwater {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """lowwater: event-time stream processing you can trust, on Apache Spark."""
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -38,12 +72,72 @@ def _setup_logging(verbose: bool) -> None:
         stream=sys.stderr,
     )
     logging.getLogger("lowwater").setLevel(logging.INFO if verbose else logging.WARNING)
-    logging.getLogger("py4j").setLevel(logging.ERROR)
+    # py4j logs a failed foreachBatch callback with its whole traceback, PySpark logs a failed
+    # query's context as a JSON blob: the CLI reports the error itself, in one line.
+    for name in ("py4j", "DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _spark_error_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__
+
+
+class _Interrupted(BaseException):
+    """A signal before the query started: nothing to finish, stop at once."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Signals:
+    """SIGINT/SIGTERM during ``run``: before Spark is up, stop at once; then, after the current step.
+
+    Once Spark is up the handler never raises (an exception inside a py4j call
+    makes py4j log tracebacks): it asks the engine to stop, or, before the
+    query starts, is noted and acted on just before it would start. A second
+    signal abandons the step in flight (uncommitted, so a restart redoes it).
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.engine = None
+        self.spark_up = False
+        self.install()
+
+    def install(self) -> None:
+        """(Re)install the handlers: PySpark's SparkContext replaces SIGINT's with one that raises."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self)
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        again = self.signum is not None
+        self.signum = signum
+        if not self.spark_up:
+            raise _Interrupted(signum)
+        if self.engine is not None:
+            self.engine.request_stop(now=again)
+
+
+def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig
+    """An empty landing zone and no schema: ``--once`` fails (exit 2), a continuous run waits for a file.
+
+    The input schema is inferred from the files present (then kept with the
+    checkpoint), so without ``source.schema`` there is nothing to start from.
+    """
+    from lowwater.io.files import landing_files, saved_schema
+
+    saved = saved_schema(f"{cfg.output.checkpoint.rstrip('/')}/lowwater")
+    if cfg.source.schema or (saved is not None and saved.exists()) or landing_files(cfg.source.path) != 0:
+        return
+    if once:
+        msg = f"source.path: {cfg.source.path} has no files to infer the schema from; add files or set source.schema"
+        raise ConfigError(msg)
+    _say(f"waiting for files in {cfg.source.path} (the input schema is inferred from the first one; "
+         "or set source.schema)")
+    while landing_files(cfg.source.path) == 0:
+        time.sleep(0.5)
 
 
 @app.command()
@@ -55,9 +149,13 @@ def run(
         typer.Option("--drain", help="At the end of bounded input, W = +inf: fire every open window (implies --once)."),
     ] = False,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a key: section.key=value (repeatable).")
+        list[str] | None,
+        typer.Option("--set", help="Override a key: section.key=value (repeatable); relative paths resolve "
+                     "against the configuration file's directory, as in the file."),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-step log lines.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No per-step log lines and no Spark start-up banner.")
+    ] = False,
     after_drain: Annotated[
         bool,
         typer.Option(
@@ -67,35 +165,72 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run a pipeline as a Spark Structured Streaming query."""
-    _setup_logging(not quiet)
-    try:
-        cfg = load_config(config, set_ or [])
-        from lowwater.io.lock import hold
+    """Run a pipeline as a Spark Structured Streaming query.
 
+    Relative paths resolve against the configuration file's directory. Ctrl-C
+    or SIGTERM stops after the current step (a second one abandons the step,
+    uncommitted) with exit code 130 / 143; the same command resumes.
+    """
+    _setup_logging(not quiet)
+    signals = _Signals()
+    try:
+        _run(config, once or drain, drain, set_ or [], quiet, after_drain, signals)
+    except _Interrupted as e:
+        _say(f"stopped by {signal.Signals(e.signum).name} before the query started; nothing was committed")
+        raise typer.Exit(128 + e.signum) from None
+
+
+def _run(
+    config: Path, once: bool, drain: bool, overrides: list[str], quiet: bool, after_drain: bool, signals: _Signals
+) -> None:
+    from lowwater.config import check_source_path
+    from lowwater.io.lock import hold
+
+    try:
+        cfg = load_config(config, overrides)
+        check_source_path(cfg.source, cfg.base_dir)
         hold(cfg)  # one run per output path: a second one refuses here, before Spark starts (io/lock.py)
+        _wait_for_files(cfg, once)
     except ConfigError as e:
         raise _fail(str(e)) from None
+    from lowwater.io.files import landing_files
+    from lowwater.report import start_line
     from lowwater.spark.engine import Engine
     from lowwater.spark.session import get_spark
 
     try:
-        spark = get_spark(cfg.spark)
+        spark = get_spark(cfg.spark, quiet=quiet)
+    except _Interrupted:
+        raise
     except Exception as e:  # noqa: BLE001 - Spark start-up errors come in many types
         raise _fail(f"spark.master {cfg.spark.master!r}: could not start Spark: {_spark_error_line(e)}") from None
+    signals.install()
+    signals.spark_up = True
     try:
         engine = Engine(cfg, spark, after_drain=after_drain)
-        manifest = engine.run(once=once or drain, drain=drain)
+        signals.engine = engine
+        if signals.signum is not None:
+            raise _Interrupted(signals.signum)
+        before = engine.store.latest()
+        files = landing_files(cfg.source.path)
+        _say(start_line(cfg, before, files, once, drain))
+        if files == 0 and not once:
+            _say(f"waiting for files in {cfg.source.path}")
+        manifest = engine.run(once=once, drain=drain)
     except ConfigError as e:
         raise _fail(str(e)) from None
-    except KeyboardInterrupt:
-        raise _fail("interrupted; the checkpoint resumes where it stopped", 130) from None
     except RuntimeError as e:
         if type(e).__name__ != "PostgresError":  # the URL is already masked in its message
             raise
         raise _fail(str(e), 1) from None
+    if signals.signum is not None:
+        _say(f"stopped by {signal.Signals(signals.signum).name}: the checkpoint holds step {manifest.step} "
+             "(a step in flight was not committed); run the same command to resume")
+        raise typer.Exit(128 + signals.signum)
+    if once and manifest.step == before.step:
+        _say(f"nothing new in {cfg.source.path} since step {before.step}: outputs unchanged")
     summary = engine.summary(manifest)
-    if once or drain:
+    if once:
         from lowwater.report import print_summary
 
         print_summary(out, summary, cfg.output.path)
@@ -111,7 +246,7 @@ def demo(
     duration: Annotated[float, typer.Option(help="Seconds of event time to generate.")] = 600.0,
     rate: Annotated[float, typer.Option(help="Events per second of event time.")] = 200.0,
     master: Annotated[str, typer.Option(help="Spark master.")] = "local[*]",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: Annotated[bool, _QUIET] = False,
 ) -> None:
     """Generate a realistic payments stream and run it through lowwater on local Spark."""
     _setup_logging(not quiet)
@@ -195,17 +330,16 @@ def _replay_config(
     return parse_config(data, base_dir=base)
 
 
-_FMT = typer.Option("--format", help="csv | jsonl | parquet")
 
 
 @app.command()
 def whatif(
     input_path: Annotated[str, typer.Argument(help="A log: a directory (or file) of csv/jsonl/parquet.")],
     fmt: Annotated[str | None, _FMT] = None,
-    event_time: Annotated[str | None, typer.Option("--event-time")] = None,
-    arrival_time: Annotated[str | None, typer.Option("--arrival-time")] = None,
-    partition: Annotated[str | None, typer.Option("--partition")] = None,
-    offset: Annotated[str | None, typer.Option("--offset")] = None,
+    event_time: Annotated[str | None, _EVENT] = None,
+    arrival_time: Annotated[str | None, _ARRIVAL] = None,
+    partition: Annotated[str | None, _PARTITION] = None,
+    offset: Annotated[str | None, typer.Option("--offset", help="Column: order within a partition.")] = None,
     key: Annotated[str | None, typer.Option("--key", help="COL[,COL]")] = None,
     time_unit: Annotated[str | None, typer.Option("--time-unit", help="s | ms | us")] = None,
     window: Annotated[str | None, typer.Option("--window", help="Window size, e.g. 10s.")] = None,
@@ -215,17 +349,21 @@ def whatif(
     ] = None,
     lateness: Annotated[str, typer.Option("--lateness", help="Bounds L to try.")] = "0s,2s,5s,10s,20s,40s",
     allowed_lateness: Annotated[str, typer.Option("--allowed-lateness", help="Graces G to try.")] = "0s",
-    idle_timeout: Annotated[str | None, typer.Option("--idle-timeout")] = None,
+    idle_timeout: Annotated[
+        str | None, typer.Option("--idle-timeout", help="A partition silent this long (arrival clock) is idle.")
+    ] = None,
     partitions: Annotated[str | None, typer.Option("--partitions", help="Declared partitions, e.g. 0,1,2.")] = None,
     config: Annotated[
         Path | None, typer.Option("--config", help="Take source/watermark/window from a run config.")
     ] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as a JSON list.")] = None,
     plot_out: Annotated[list[Path] | None, typer.Option("--plot", help="OUT.png or OUT.html (repeatable).")] = None,
-    target_completeness: Annotated[float | None, typer.Option("--target-completeness")] = None,
+    target_completeness: Annotated[
+        float | None, typer.Option("--target-completeness", help="Advise the smallest L reaching this completeness.")
+    ] = None,
     latency_budget: Annotated[str | None, typer.Option("--latency-budget", help="e.g. 12s")] = None,
     master: Annotated[str, typer.Option(help="Spark master.")] = "local[*]",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: Annotated[bool, _QUIET] = False,
 ) -> None:
     """Replay a historical log for a grid of lateness bounds L and graces G (a Spark batch job)."""
     _setup_logging(not quiet)
@@ -250,7 +388,7 @@ def whatif(
     from lowwater.spark.session import get_spark
 
     try:
-        spark = get_spark(replace_master(cfg.spark, master))
+        spark = get_spark(replace_master(cfg.spark, master), quiet=quiet)
         results = run_whatif(spark, cfg, SweepSpec(bounds, graces))
     except ConfigError as e:
         raise _fail(str(e)) from None
@@ -269,13 +407,15 @@ def whatif(
 def delays(
     input_path: Annotated[str, typer.Argument(help="A log: a directory (or file) of csv/jsonl/parquet.")],
     fmt: Annotated[str | None, _FMT] = None,
-    event_time: Annotated[str | None, typer.Option("--event-time")] = None,
-    arrival_time: Annotated[str | None, typer.Option("--arrival-time")] = None,
-    partition: Annotated[str | None, typer.Option("--partition")] = None,
+    event_time: Annotated[str | None, _EVENT] = None,
+    arrival_time: Annotated[str | None, _ARRIVAL] = None,
+    partition: Annotated[str | None, _PARTITION] = None,
     time_unit: Annotated[str | None, typer.Option("--time-unit", help="s | ms | us")] = None,
-    config: Annotated[Path | None, typer.Option("--config")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Take the source columns from a run config.")
+    ] = None,
     master: Annotated[str, typer.Option(help="Spark master.")] = "local[*]",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: Annotated[bool, _QUIET] = False,
 ) -> None:
     """Delay profile per partition: arrival - event quantiles, longest silence, skew."""
     _setup_logging(not quiet)
@@ -285,7 +425,7 @@ def delays(
         from lowwater.advisor.delays import delay_profile
         from lowwater.spark.session import get_spark
 
-        profile = delay_profile(get_spark(replace_master(cfg.spark, master)), cfg)
+        profile = delay_profile(get_spark(replace_master(cfg.spark, master), quiet=quiet), cfg)
     except ConfigError as e:
         raise _fail(str(e)) from None
     from lowwater.report import print_delays

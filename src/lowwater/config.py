@@ -243,9 +243,24 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _resolve(base: Path, p: str) -> str:
+    """The one path rule: a relative path resolves against the configuration file's directory.
+
+    That holds for paths written in the file and for ``--set`` values alike, so a
+    configuration means the same thing from any working directory. URLs
+    (``scheme://``) and absolute paths are kept as written.
+    """
     if "://" in p or p.startswith("/"):
         return p
     return str((base / p).resolve())
+
+
+def check_source_path(src: SourceConfig, base_dir: str) -> None:
+    """A local ``source.path`` must exist (checked before Spark starts; URLs are left to Spark)."""
+    if "://" in src.path or Path(src.path).exists():
+        return
+    msg = (f"source.path: {src.path} does not exist (relative paths resolve against the configuration "
+           f"file's directory, {base_dir})")
+    raise ConfigError(msg)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

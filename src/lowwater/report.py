@@ -1,9 +1,36 @@
-"""Terminal reports (rich): the accounting summary of a run."""
+"""Terminal reports (rich): the start line and the accounting summary of a run.
+
+Styles come from :class:`~rich.text.Text` objects, never from markup in
+strings: paths, partition names and values are printed as they are.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from lowwater.time import NEG_INF, format_ts
+
+if TYPE_CHECKING:
+    from lowwater.config import PipelineConfig
+    from lowwater.spark.state import Manifest
+
+
+def start_line(cfg: PipelineConfig, manifest: Manifest, files: int | None, once: bool, drain: bool) -> str:
+    """One line before the query starts: what is read, where the checkpoint is, whether it resumes."""
+    src = cfg.source
+    found = "" if files is None else f", {files} file{'' if files == 1 else 's'} now"
+    if manifest.step < 0:
+        state = "new (no committed step)"
+    else:
+        w = manifest.tracker.get("watermark_us", NEG_INF) if manifest.tracker else NEG_INF
+        state = f"resuming after step {manifest.step} (W = {format_ts(w)}{', drained' if manifest.drained else ''})"
+    mode = "--drain" if drain else "--once" if once else "continuous; Ctrl-C stops after the current step"
+    return (f"lowwater run: reading {src.format} from {src.path}{found}; checkpoint {cfg.output.checkpoint}: "
+            f"{state}; outputs {cfg.output.path} ({mode})")
 
 
 def print_summary(console: Console, summary: dict, output_path: str) -> None:
@@ -26,7 +53,7 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
         t.add_row("[yellow]steps out of arrival order[/]", f"{summary['arrival_regressions']:,}")
     t.add_row("completeness", f"{summary['completeness']:.4%}")
     t.add_row("final watermark", str(summary["final_watermark"] or "undefined"))
-    t.add_row("accounting balanced", "yes" if summary["balanced"] else "[red]NO[/]")
+    t.add_row("accounting balanced", "yes" if summary["balanced"] else Text("NO", style="red"))
     console.print(t)
     console.print(f"outputs: {output_path}/{{results,late,dead_letter,metrics}}, {output_path}/summary.json")
 

@@ -100,3 +100,41 @@ def format_ts(us: int | None) -> str | None:
     if dt is None:
         return None
     return dt.isoformat().replace("+00:00", "Z")
+
+
+# Epoch times a pipeline plausibly processes: 1971-01-01 .. 2200-01-01 (µs); values
+# before it are only called misread when another unit puts them in 2000 .. 2100.
+PLAUSIBLE_US: tuple[int, int] = (31_536_000_000_000, 7_258_118_400_000_000)
+RECENT_US: tuple[int, int] = (946_684_800_000_000, 4_102_444_800_000_000)
+TIME_UNITS: tuple[str, ...] = ("s", "ms", "us")
+
+
+def misread_time_unit(typical_us: float, unit: str) -> str | None:
+    """Why a typical event time read in ``unit`` (giving ``typical_us``) looks misread, or None.
+
+    Numbers in the wrong unit fail silently: epoch milliseconds read as seconds
+    put every window in year ~55,000. A value between 1971 and 2200 is fine. A
+    later one is misread: the message names the unit that fits, if any. An
+    earlier one (times relative to a start, as in tests) is fine unless another
+    unit puts it between 2000 and 2100 (epoch seconds read as milliseconds).
+
+    >>> misread_time_unit(1.7e18, "s")  # epoch ms (1.7e12) read as seconds
+    'read as time_unit = "s" they fall after the year 2200; as "ms" they are 2023-11-14: set source.time_unit = "ms"'
+    >>> misread_time_unit(1.7e15, "s") is None, misread_time_unit(31e6, "s") is None
+    (True, True)
+    """
+    lo, hi = PLAUSIBLE_US
+    if lo <= typical_us < hi:
+        return None
+    late = typical_us >= hi
+    fits = PLAUSIBLE_US if late else RECENT_US
+    for other in TIME_UNITS:
+        as_other = typical_us * US_PER[other] / US_PER[unit]
+        if other != unit and fits[0] <= as_other < fits[1]:
+            day = format_ts(int(as_other))[:10]
+            when = "after the year 2200" if late else "in 1970"
+            return (f'read as time_unit = "{unit}" they fall {when}; as "{other}" they are {day}: '
+                    f'set source.time_unit = "{other}"')
+    if late:
+        return f"they fall after the year 2200 read as any of {', '.join(TIME_UNITS)} since the epoch"
+    return None

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from lowwater.config import load_config
 from lowwater.demo.compare import max_based_outcome
@@ -40,13 +41,14 @@ def run_demo(
     console: Console | None = None,
 ) -> dict:
     """Write the demo under ``directory`` (replacing an earlier one), run it, print the report."""
-    console = console or Console()
+    console = console or Console(markup=False, highlight=False)
     if directory.exists():
         shutil.rmtree(directory)
     spec = PaymentsSpec(duration_s=duration_s, rate_per_s=rate_per_s)
     cfg_path = write_demo(directory, spec)
     cfg = load_config(cfg_path, [f"spark.master={master}"])
-    console.print(f"[bold]lowwater demo[/]: payments stream written to {cfg.source.path} ({cfg_path})")
+    written = f": payments stream written to {cfg.source.path} ({cfg_path})"
+    console.print(Text.assemble(("lowwater demo", "bold"), written))
 
     from lowwater.spark.engine import Engine
     from lowwater.spark.session import get_spark

@@ -54,10 +54,13 @@ def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
             msg = "source.schema: expected a list of `name TYPE` columns"
             raise ConfigError(msg)
         return parsed
-    path = Path(src.path) if "://" not in src.path else None
-    if path is not None and (not path.is_dir() or not any(p.is_file() for p in path.rglob("*"))):
-        msg = f"source.path: {src.path} has no files to infer the schema from; add files or set source.schema"
-        raise ConfigError(msg)
+    if "://" not in src.path:
+        if not Path(src.path).exists():
+            msg = f"source.path: {src.path} does not exist"
+            raise ConfigError(msg)
+        if not landing_files(src.path):
+            msg = f"source.path: {src.path} has no files to infer the schema from; add files or set source.schema"
+            raise ConfigError(msg)
     reader = spark.read.format(_READER[src.format])
     for k, v in _reader_options(src).items():
         reader = reader.option(k, v)
@@ -67,9 +70,30 @@ def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
     return StructType([f for f in schema.fields if f.name != CORRUPT])
 
 
+def landing_files(path: str) -> int | None:
+    """How many files the file source would see under a local ``path`` (None for a URL).
+
+    Like Spark's file source, names starting with ``_`` or ``.`` are skipped (at any depth).
+    """
+    if "://" in path:
+        return None
+    root = Path(path)
+    if root.is_file():
+        return 1
+    return sum(
+        1 for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
+    )
+
+
+def saved_schema(state_dir: str) -> Path | None:
+    """Where the checkpoint keeps the inferred input schema (local checkpoints only)."""
+    return Path(state_dir, "source_schema.json") if "://" not in state_dir else None
+
+
 def resolve_schema(spark: SparkSession, cfg: PipelineConfig, state_dir: str | None) -> StructType:
     """Infer once, then keep the schema with the checkpoint so a restart reads the same columns."""
-    saved = Path(state_dir, "source_schema.json") if state_dir and "://" not in state_dir else None
+    saved = saved_schema(state_dir) if state_dir else None
     if saved is not None and saved.exists():
         schema = StructType.fromJson(json.loads(saved.read_text()))
         if cfg.source.schema:  # an explicit schema must match, never silently give way to the saved one

@@ -52,7 +52,7 @@ from lowwater.spark.columns import col, memo, select, watermark_ts
 from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
 from lowwater.spark.fs import HadoopFS
 from lowwater.spark.jobs import Background, side_by_side
-from lowwater.spark.parse import normalise
+from lowwater.spark.parse import check_time_unit, normalise, unit_matters
 from lowwater.spark.sessions import SessionSteps
 from lowwater.spark.sessions import state_schema as session_state_schema
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
@@ -114,6 +114,10 @@ METRICS_ARROW = pa.schema([
     ("duration_s", pa.float64()),
     *[(k, pa.int64()) for k in ORDER_KEYS],
 ])
+
+
+class StopRequested(Exception):  # noqa: N818 - a request, not an error
+    """Raised into a Spark batch that starts after :meth:`Engine.request_stop`: it stays uncommitted."""
 
 
 @dataclass
@@ -237,6 +241,7 @@ class Engine:
         self.lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
         self.schema = resolve_schema(spark, cfg, self.lw_dir)
         types = {f.name: f.dataType for f in self.schema.fields}
+        self._unit_matters = unit_matters(types[cfg.source.event_time])
         self.layout = StateLayout(
             keys=cfg.window.key,
             key_types=tuple(types[k] for k in cfg.window.key),
@@ -264,6 +269,8 @@ class Engine:
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests)
         self._error: BaseException | None = None
         self._outputs_ready = False
+        self._stop: str | None = None  # request_stop: "after_step" | "now"
+        self._in_step = False
         self.query = None
         self.source: StreamSource | None = None
         started = self.fs.exists(f"{cfg.output.checkpoint.rstrip('/')}/spark/offsets") or self.store.latest().step >= 0
@@ -311,11 +318,14 @@ class Engine:
         with self.source.watching(poll_s):
             query = self.query = writer.start()
             try:
-                query.awaitTermination()
+                self._await(query)
             except CapturedException:
-                if self._error is not None:
-                    raise self._error from None
-                raise
+                if self._stop is None:
+                    if self._error is not None:
+                        raise self._error from None
+                    raise
+        if self._stop is not None:  # stopped on request: whatever was in flight is uncommitted
+            return self.store.latest()
         if self._error is not None:
             raise self._error
         manifest = self.drain() if drain else self.store.latest()
@@ -323,13 +333,44 @@ class Engine:
             self.outputs.write_summary(self.summary(manifest))
         return manifest
 
+    def request_stop(self, now: bool = False) -> None:
+        """Stop the running query after its current step; ``now``: abandon the step, uncommitted.
+
+        Only sets flags (safe from a signal handler); :meth:`run` acts on them.
+        A step either commits its manifest or leaves none, so a restart resumes
+        exactly where the last committed step ended (docs/design.md, stopping).
+        """
+        self._stop = "now" if now else (self._stop or "after_step")
+
+    def _await(self, query) -> None:  # noqa: ANN001 - a StreamingQuery
+        """Wait for the query; on a stop request, end it between steps (or at once with ``now``).
+
+        A batch that starts after the request fails uncommitted (``_foreach``),
+        which ends the query; an idle query (no step, no trigger planning a
+        batch) is stopped. Stopping a query while its thread plans a batch would
+        interrupt Spark mid-work, which logs errors of its own.
+        """
+        while not query.awaitTermination(0.25):
+            if self._stop == "now":
+                query.stop()
+            elif self._stop is not None and not self._in_step and not query.status["isTriggerActive"]:
+                query.stop()
+
     def _foreach(self, df: DataFrame, spark_batch: int) -> None:
+        if self._stop is not None:
+            # Fail the batch instead of returning: a batch that returns is committed by Spark,
+            # and its files would never be processed. Failed, it is replayed on restart.
+            msg = f"stop requested before Spark batch {spark_batch}"
+            raise StopRequested(msg)
+        self._in_step = True
         try:
             admitted = self.source.admit(df)
             self.process_batch(admitted.rows, spark_batch, admitted=admitted)
         except BaseException as e:
             self._error = e
             raise
+        finally:
+            self._in_step = False
 
     # -- one step ------------------------------------------------------------------
 
@@ -434,6 +475,8 @@ class Engine:
         def col(name: str) -> np.ndarray | None:
             return valid.column(name).to_numpy() if name in valid.column_names else None
 
+        if prev.tracker is None and self._unit_matters:  # the first step of a checkpoint
+            check_time_unit(self.cfg.source, col("_event_us"), compact.column("_dead"))
         rid = col("_rid")
         # Partitions as dense codes that sort like their values, computed by Arrow: never a
         # numpy object array per row (np.unique over 1M Python strings costs ~1 s).

@@ -14,32 +14,75 @@ number make a dead letter; the run goes on.
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.config import PipelineConfig
+from lowwater.config import ConfigError, PipelineConfig, SourceConfig
 from lowwater.io.files import CORRUPT
 from lowwater.spark.columns import select_built
+from lowwater.time import misread_time_unit
 
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
+OUT_OF_RANGE = "event_time out of range"
+
+
 def time_us(col: Column, dtype: T.DataType, unit_us: int) -> Column:
-    """A timestamp column, a number in ``unit`` since the epoch, or a string of either, as µs."""
+    """A timestamp column, a number in ``unit`` since the epoch, or a string of either, as µs.
+
+    A number too large for int64 µs in ``unit`` (epoch µs read as seconds) is null,
+    not an overflow error: the row is a dead letter and the first step's unit check
+    (``Engine._check_time_unit``) names the unit that fits.
+    """
     if isinstance(dtype, T.TimestampType | T.TimestampNTZType | T.DateType):
         return F.unix_micros(col.cast("timestamp"))
     if isinstance(dtype, _INTEGRAL):
-        return col.cast("long") * F.lit(unit_us)
+        return F.try_multiply(col.cast("long"), F.lit(unit_us))
     if isinstance(dtype, _NUMERIC):
-        return F.round(col.cast("double") * F.lit(float(unit_us))).cast("long")
+        return F.round(col.cast("double") * F.lit(float(unit_us))).try_cast("long")
     as_num = col.cast("string").try_cast("double")
     as_ts = F.try_to_timestamp(col.cast("string"))
     return (
-        F.when(as_num.isNotNull(), F.round(as_num * F.lit(float(unit_us))).cast("long"))
+        F.when(as_num.isNotNull(), F.round(as_num * F.lit(float(unit_us))).try_cast("long"))
         .otherwise(F.unix_micros(as_ts))
     )
+
+
+def unit_matters(dtype: T.DataType) -> bool:
+    """Whether ``source.time_unit`` applies to a clock column of this type (numbers, strings of numbers)."""
+    return not isinstance(dtype, T.TimestampType | T.TimestampNTZType | T.DateType)
+
+
+def check_time_unit(src: SourceConfig, event_us: np.ndarray, dead: pa.ChunkedArray) -> None:
+    """Numeric event times must fit ``source.time_unit`` (the engine checks its first step, on the driver).
+
+    ``event_us`` are the valid rows' event times, ``dead`` every row's dead-letter
+    reason. The typical (median) event time, counting values too large for µs as
+    +inf, must not look misread (:func:`~lowwater.time.misread_time_unit`); else
+    a :class:`ConfigError` stops the run before the step commits.
+    """
+    reasons = pc.filter(dead, pc.starts_with(pc.fill_null(dead, ""), OUT_OF_RANGE))
+    n = len(event_us) + len(reasons)
+    if n == 0:
+        return
+    k = n // 2
+    example = None
+    if k < len(event_us):
+        typical = float(np.partition(event_us, k)[k])
+    else:  # most rows overflow µs: judge a raw value (the reason ends with it)
+        example = reasons[0].as_py().rsplit(": ", 1)[-1]
+        typical = float(example) * src.unit_us
+    problem = misread_time_unit(typical, src.time_unit)
+    if problem is not None:
+        value = example or f"{typical / src.unit_us:.15g}"
+        msg = f"source.time_unit: event times such as {value} ({src.event_time}) do not fit: {problem}"
+        raise ConfigError(msg)
 
 
 _ATOMIC = (*_NUMERIC, T.BooleanType, T.StringType, T.TimestampType, T.TimestampNTZType, T.DateType)
@@ -92,6 +135,14 @@ def _engine_columns(schema: T.StructType, cfg: PipelineConfig) -> list[Column]:
     if CORRUPT in types:
         checks.append((F.col(CORRUPT).isNotNull(), _malformed_reason(schema, src.format)))
     checks.append((ev_raw.isNull(), f"missing event_time ({src.event_time})"))
+    if unit_matters(types[src.event_time]):
+        checks.append((
+            event_us.isNull() & ev_raw.cast("string").try_cast("double").isNotNull(),
+            F.concat(
+                F.lit(f'{OUT_OF_RANGE} for time_unit = "{src.time_unit}" ({src.event_time}): '),
+                ev_raw.cast("string"),
+            ),
+        ))
     checks.append((
         event_us.isNull(),
         F.concat(F.lit(f"unparseable event_time ({src.event_time}): "), ev_raw.cast("string")),

@@ -1,9 +1,18 @@
-"""Build (or reuse) the SparkSession a pipeline runs on."""
+"""Build (or reuse) the SparkSession a pipeline runs on.
+
+Spark's log level is set by ``log4j2.properties`` (errors only). With
+``quiet`` the JVM's own stderr also passes through a filter that drops the
+start-up lines no user acts on: the JVM's incubator-module warning and
+Spark's "Setting default log level ..." banner (printed for every PySpark
+driver, whatever the log configuration). Everything else still reaches stderr.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -21,8 +30,34 @@ DEFAULT_CONF = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
+# JVM start-up lines dropped under ``quiet`` (matched as substrings).
+BANNER = (b"Using incubator modules", b"Setting default log level", b"To adjust logging level use")
 
-def get_spark(cfg: SparkConfig | None = None) -> SparkSession:
+
+def _forward(stream, banner: tuple[bytes, ...]) -> None:  # noqa: ANN001 - a binary pipe
+    for line in iter(stream.readline, b""):
+        if not any(b in line for b in banner):
+            sys.stderr.buffer.write(line)
+            sys.stderr.buffer.flush()
+
+
+def _launch_quiet_gateway(conf: dict[str, str]) -> None:
+    """Start the JVM gateway with its stderr filtered (before the builder would start it)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    spark_conf = SparkConf(loadDefaults=False)
+    for k, v in conf.items():
+        spark_conf.set(k, v)
+    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    proc = gateway.proc
+    threading.Thread(target=_forward, args=(proc.stderr, BANNER), daemon=True, name="jvm-stderr").start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def get_spark(cfg: SparkConfig | None = None, quiet: bool = False) -> SparkSession:
     """Return the active session or start one from ``cfg`` (quiet logs, UTC)."""
     cfg = cfg or SparkConfig()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -30,12 +65,16 @@ def get_spark(cfg: SparkConfig | None = None) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.master(cfg.master).appName(cfg.app_name)
     conf = dict(DEFAULT_CONF)
     log4j = Path(__file__).with_name("log4j2.properties")
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
     conf["spark.sql.shuffle.partitions"] = str(cfg.shuffle_partitions)
     conf.update(cfg.conf)
+    conf["spark.master"] = cfg.master
+    conf["spark.app.name"] = cfg.app_name
+    if quiet:
+        _launch_quiet_gateway(conf)
+    builder = SparkSession.builder
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

@@ -1,0 +1,115 @@
+"""Clean stops and visible starts: Ctrl-C / SIGTERM on a continuous ``lowwater run``, then a restart.
+
+Three ``lowwater run`` processes (JVM starts): a continuous run that first waits for files and is
+stopped with SIGINT, a continuous resume (``-q``) stopped with SIGTERM, and ``--once --drain``,
+whose outputs must equal an uninterrupted run's (in this process, on the shared session).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lowwater.config import load_config
+from lowwater.spark.engine import Engine
+
+from .test_cli import run_cli
+from .test_crash import land_many
+
+pytestmark = pytest.mark.spark
+
+FILES, ROWS_PER_FILE = 4, 500
+
+
+def _start(root: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    err = root / f"stderr-{time.monotonic_ns()}.txt"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    with err.open("w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", *args], cwd=root,
+                                env=env, stdout=subprocess.DEVNULL, stderr=f)
+    return proc, err
+
+
+def _newest(root: Path) -> int:
+    state = root / "out" / "_checkpoint" / "lowwater" / "state"
+    return max((int(p.name[9:21]) for p in state.glob("manifest-*.json")), default=-1)
+
+
+def _wait(cond, what: str, proc: subprocess.Popen, err: Path, timeout: float = 240) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert proc.poll() is None, f"exited {proc.returncode} before {what}: {err.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {err.read_text()[-3000:]}"
+        time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen, err: Path, sig: signal.Signals) -> str:
+    os.kill(proc.pid, sig)  # the Python driver only, as `kill` or a service manager's stop does
+    proc.wait(timeout=180)
+    text = err.read_text()
+    assert proc.returncode == 128 + sig, text[-3000:]
+    assert "Traceback" not in text and "py4j" not in text.lower() and "at org.apache" not in text, text[-3000:]
+    last = text.strip().splitlines()[-1]
+    assert last.startswith(f"stopped by {sig.name}: the checkpoint holds step ") and "resume" in last
+    return text
+
+
+def _outputs(root: Path) -> dict:
+    out = {}
+    for kind in ("results", "late", "metrics"):
+        df = pd.read_parquet(root / "out" / kind)
+        df = df.drop(columns=[c for c in ("duration_s", "watermark_lag_s", "source_file") if c in df.columns])
+        out[kind] = sorted(map(tuple, df.astype(str).itertuples(index=False)))
+    out["summary"] = json.loads((root / "out" / "summary.json").read_text())
+    return out
+
+
+def test_sigint_and_sigterm_stop_after_the_step_and_a_restart_equals_a_clean_run(tmp_path, spark):
+    clean, root = tmp_path / "clean", tmp_path / "stopped"
+    land_many(clean, files=FILES, rows_per_file=ROWS_PER_FILE)
+    Engine(load_config(clean / "pipeline.toml"), spark).run(drain=True)
+
+    # The files are landed only once the run says it waits for them.
+    land_many(tmp_path / "staged", files=FILES, rows_per_file=ROWS_PER_FILE)
+    (root / "landing").mkdir(parents=True)
+    cfg = (tmp_path / "staged" / "pipeline.toml").read_text()
+    (root / "pipeline.toml").write_text(cfg + '\n[trigger]\ninterval = "100ms"\n')
+
+    # 1. Continuous, not quiet: "waiting for files", the start line, step lines; SIGINT after step 0.
+    proc, err = _start(root)
+    _wait(lambda: "waiting for files in " + str(root / "landing") in err.read_text(), "waiting", proc, err)
+    for f in sorted((tmp_path / "staged" / "landing").iterdir()):
+        mtime = f.stat().st_mtime
+        f.rename(root / "landing" / f.name)
+        os.utime(root / "landing" / f.name, (mtime, mtime))
+    _wait(lambda: _newest(root) >= 0, "step 0", proc, err)
+    text = _stop(proc, err, signal.SIGINT)
+    start = [ln for ln in text.splitlines() if ln.startswith("lowwater run: ")]
+    assert len(start) == 1, text
+    assert (f"reading jsonl from {root / 'landing'}" in start[0] and str(root / "out" / "_checkpoint") in start[0]
+            and "new (no committed step)" in start[0] and "continuous" in start[0])
+    assert "INFO lowwater: step 0 (batch 0)" in text
+    first = _newest(root)
+    assert 0 <= first < FILES  # stopped before the input was used up
+
+    # 2. Continuous, quiet: resumes; SIGTERM once it committed a step (or at once if nothing is left).
+    proc, err = _start(root, "-q")
+    _wait(lambda: "lowwater run: " in err.read_text(), "the start line", proc, err)
+    _wait(lambda: _newest(root) > first or first == FILES - 1, "a step", proc, err)
+    text = _stop(proc, err, signal.SIGTERM)
+    assert f"resuming after step {first} (W = " in text
+    assert "Setting default log level" not in text and "incubator" not in text, text  # -q: no banner
+    assert len(text.strip().splitlines()) == 2, text  # the start line and the stop line
+
+    # 3. The restart consumes the rest and drains: the same outputs as the uninterrupted run.
+    proc3 = run_cli(["run", "pipeline.toml", "--once", "--drain", "-q"], root)
+    assert proc3.returncode == 0, proc3.stderr[-3000:]
+    assert _outputs(root) == _outputs(clean)
