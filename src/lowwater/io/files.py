@@ -1,5 +1,7 @@
 """The landing-zone file source: JSON Lines, CSV or Parquet files in a directory.
 
+A batch read (the what-if replay) may also name one file or a glob.
+
 Spark's file stream source reads the files natively (fast, splittable); this
 module fixes the schema, asks for the corrupt-record column so a malformed line
 becomes a dead letter instead of an exception, and exposes the file path and
@@ -9,6 +11,7 @@ then line order) when there is no arrival-time column.
 
 from __future__ import annotations
 
+import glob
 import json
 from pathlib import Path
 
@@ -40,6 +43,17 @@ def _reader_options(src: SourceConfig) -> dict[str, str]:
     return opts
 
 
+def _has_files(path: str) -> bool:
+    """A local path names at least one file: a file, a directory holding one, or a glob matching one.
+
+    Hadoop's ``{a,b}`` alternatives are not Python's: such a pattern is left to Spark.
+    """
+    if glob.has_magic(path):
+        return "{" in path or any(Path(p).is_file() for p in glob.glob(path))
+    p = Path(path)
+    return p.is_file() or (p.is_dir() and any(f.is_file() for f in p.rglob("*")))
+
+
 def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
     """The input schema: ``source.schema`` if given, else inferred from the files present."""
     if src.schema:
@@ -52,8 +66,7 @@ def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
             msg = "source.schema: expected a list of `name TYPE` columns"
             raise ConfigError(msg)
         return parsed
-    path = Path(src.path) if "://" not in src.path else None
-    if path is not None and (not path.is_dir() or not any(p.is_file() for p in path.rglob("*"))):
+    if "://" not in src.path and not _has_files(src.path):
         msg = f"source.path: {src.path} has no files to infer the schema from; add files or set source.schema"
         raise ConfigError(msg)
     reader = spark.read.format(_READER[src.format])
