@@ -280,8 +280,9 @@ def whatif(
     for p in plot_out or []:
         if p.suffix not in (".png", ".html"):
             raise _fail(f"--plot {p}: write .png or .html")
+    from lowwater.advisor.advice import advise, nothing_fired
     from lowwater.advisor.plot import plot
-    from lowwater.advisor.whatif import SweepSpec, advise, nothing_fired, run_whatif
+    from lowwater.advisor.whatif import SweepSpec, run_whatif
     from lowwater.spark.session import get_spark
 
     try:

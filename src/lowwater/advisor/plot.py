@@ -4,7 +4,7 @@ Two panels share the x axis, p99 emit latency (the figure a latency budget is
 checked against): completeness, and too-late rows. One curve per grace G, one
 point per bound L. The completeness target and the latency budget are drawn
 as dashed lines and the pair the advice chose as a star. Points too close to
-label apart share one label (``L=0s, 2s``). A pair where no window fired has no
+label apart share one label (``L=0s, L=2s``). A pair where no window fired has no
 latency: it is listed under the plot, not drawn; when nothing fired at all the
 figure says so instead of drawing empty axes.
 
@@ -15,7 +15,7 @@ than embedded (4.8 MB) in each.
 
 from __future__ import annotations
 
-from lowwater.advisor.whatif import choose, nothing_fired
+from lowwater.advisor.advice import choose, nothing_fired
 
 PANELS = (("completeness", "completeness"), ("too_late", "too-late rows"))
 X_LABEL = "p99 emit latency (s, event time)"
@@ -37,7 +37,16 @@ def label_groups(points: list[tuple[float, float, str]]) -> list[tuple[float, fl
                 break
         else:
             groups.append([x, y, [label]])
-    return [(x, y, "L=" + ", ".join(labels)) for x, y, labels in groups]
+    return [(x, y, ", ".join(labels)) for x, y, labels in groups]
+
+
+def _labels(results: list[dict], key: str) -> list[tuple[float, float, str]]:
+    """One label per drawn point of a panel, across all G curves (so curves' labels do not overlap either)."""
+    multi_g = len({r["allowed_lateness"] for r in results}) > 1
+    return label_groups([
+        (r["emit_latency_p99"], r[key], f"L={r['lateness']:g}s" + (f" G={r['allowed_lateness']:g}s" if multi_g else ""))
+        for pts in _curves(results).values() for r in pts
+    ])
 
 
 def _curves(results: list[dict]) -> dict[float, list[dict]]:
@@ -81,7 +90,6 @@ def _plotly(results, path, target, budget, chosen, empty) -> None:  # noqa: ANN0
         fig.add_annotation(text=empty, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, width=900)
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
-    multi_g = len({r["allowed_lateness"] for r in results}) > 1
     for col, (key, _) in enumerate(PANELS, start=1):
         if empty is not None:
             break
@@ -91,9 +99,8 @@ def _plotly(results, path, target, budget, chosen, empty) -> None:  # noqa: ANN0
                 name=f"G={g:g}s", legendgroup=f"G={g:g}s", showlegend=col == 1,
                 hovertext=[f"L={r['lateness']:g}s G={g:g}s" for r in pts], hoverinfo="text+x+y",
             ), row=1, col=col)
-            for x, y, label in label_groups([(r["emit_latency_p99"], r[key], f"{r['lateness']:g}s") for r in pts]):
-                fig.add_annotation(x=x, y=y, text=label + (f" (G={g:g}s)" if multi_g else ""), showarrow=False,
-                                   yshift=10, font={"size": 10}, row=1, col=col)
+        for x, y, label in _labels(results, key):
+            fig.add_annotation(x=x, y=y, text=label, showarrow=False, yshift=10, font={"size": 10}, row=1, col=col)
         if budget is not None:
             fig.add_vline(x=budget, line_dash="dash", line_color="firebrick", row=1, col=col,
                           annotation_text=f"budget {budget:g}s" if col == 1 else None)
@@ -130,14 +137,12 @@ def _matplotlib(results, path, target, budget, chosen, empty) -> None:  # noqa: 
         fig.savefig(path, dpi=120)
         plt.close(fig)
         return
-    multi_g = len({r["allowed_lateness"] for r in results}) > 1
     for ax, (key, ylabel) in zip(axes, PANELS, strict=True):
         for g, pts in _curves(results).items():
             x = [r["emit_latency_p99"] for r in pts]
             ax.plot(x, [r[key] for r in pts], marker="o", label=f"G={g:g}s")
-            for lx, ly, label in label_groups([(r["emit_latency_p99"], r[key], f"{r['lateness']:g}s") for r in pts]):
-                text = label + (f" (G={g:g}s)" if multi_g else "")
-                ax.annotate(text, (lx, ly), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        for lx, ly, label in _labels(results, key):
+            ax.annotate(label, (lx, ly), fontsize=7, xytext=(4, 4), textcoords="offset points")
         if budget is not None:
             ax.axvline(budget, linestyle="--", color="firebrick", label=f"budget {budget:g}s")
         if target is not None and key == "completeness":
@@ -146,6 +151,7 @@ def _matplotlib(results, path, target, budget, chosen, empty) -> None:  # noqa: 
             ax.plot([chosen["emit_latency_p99"]], [chosen[key]], marker="*", markersize=16, color="gold",
                     markeredgecolor="black", linestyle="none",
                     label=f"chosen: L={chosen['lateness']:g}s G={chosen['allowed_lateness']:g}s")
+        ax.margins(x=0.15, y=0.08)  # room for the labels of the outermost points
         ax.set_xlabel(X_LABEL)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
