@@ -71,7 +71,7 @@ def test_whatif_equals_run_once_drain(spark, tmp_path_factory, case):
 
 def test_peak_open_windows_equals_the_engine_on_the_demo_log(spark, tmp_path):
     """`whatif` reports the engine's own peak: open (key, window) entries at micro-batch ends (3 files each)."""
-    spec = PaymentsSpec(rate_per_s=10, duration_s=240, quiet_from_s=100, quiet_for_s=60, file_span_s=20)
+    spec = PaymentsSpec(rate_per_s=10, duration_s=240, quiet_from_s=100, quiet_for_s=60, file_span_s=30)
     cfg = load_config(write_demo(tmp_path, spec))
     assert cfg.source.max_files_per_batch == 3
     Engine(cfg, spark).run(once=True, drain=True)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 
 def secs(x: float | None) -> str:
-    """A duration in seconds for a sentence; ``None`` (no window fired) says so."""
-    return "n/a (no window fired)" if x is None else f"{x:.3g}s"
+    """A duration in seconds for a sentence (``0.25s``, ``30s``, ``1,234s``); ``None`` (no window fired) says so."""
+    if x is None:
+        return "n/a (no window fired)"
+    return f"{x:,.0f}s" if abs(x) >= 100 else f"{x:.3g}s"
 
 
 def _pair(r: dict) -> str:
@@ -64,7 +66,7 @@ def _latency_cause(floor: dict, latency_budget_s: float, idle_timeout_s: float |
     mean_lag, tail_lag = floor["emit_latency_mean"] - bound, floor["emit_latency_p99"] - bound
     text = (
         f"Emit latency is L plus the watermark's own lag behind the newest event: at {_pair(floor)} that lag is "
-        f"{mean_lag:.3g}s on average and {tail_lag:.3g}s at p99, so a larger L cannot help; it only adds to it."
+        f"{secs(mean_lag)} on average and {secs(tail_lag)} at p99, so a larger L cannot help; it only adds to it."
     )
     idle = idle_timeout_s is not None and idle_timeout_s >= latency_budget_s
     if mean_lag > latency_budget_s:
