@@ -101,9 +101,10 @@ def test_cli_whatif_and_delays_on_single_files(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads((tmp_path / "w.json").read_text())
-    assert [(r["lateness"], r["dead_letter"], r["rows"], r["windows_fired"]) for r in got] == [
-        (0.0, 1, 5, 0), (5.0, 1, 5, 0)]
-    assert "No window fired before the end of the log for any L (1 would fire only on a drain)" in proc.stdout
+    # [0, 10) and [10, 20) of key "a" fire only on a drain.
+    assert [(r["lateness"], r["dead_letter"], r["rows"], r["windows_fired"], r["windows_drain_only"]) for r in got] == [
+        (0.0, 1, 5, 0, 2), (5.0, 1, 5, 0, 2)]
+    assert "No window fired before the end of the log for any L (2 would fire only on a drain)" in proc.stdout
     assert "Smallest L" not in proc.stdout and "None" not in proc.stdout
     assert "…" not in proc.stdout  # piped: the table at full width, no column cut
     assert (tmp_path / "w.png").stat().st_size > 5_000  # a figure that says why there is nothing to draw
