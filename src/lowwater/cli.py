@@ -29,7 +29,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="lowwater: event-time stream processing you can trust, on Apache Spark.",
 )
-_FMT = typer.Option("--format", help="csv | jsonl | parquet")
+_FMT = typer.Option("--format", help="csv | jsonl | parquet (default: from the file extension, else jsonl)")
 _EVENT = typer.Option("--event-time", help="Column with the event time.")
 _ARRIVAL = typer.Option("--arrival-time", help="Column with the arrival time (the order rows arrived in).")
 _PARTITION = typer.Option("--partition", help="Column with the source partition.")
@@ -262,6 +262,38 @@ def _split(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
 
+_EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet",
+               ".pq": "parquet"}
+
+
+def _input_format(input_path: str) -> str | None:
+    """The format a log's file names say (``.csv``, ``.jsonl``, ``.parquet``), or ``None`` if they do not.
+
+    INPUT may be a file, a directory or a glob; a directory speaks when all its
+    files share one known extension.
+    """
+    import glob
+
+    p = Path(input_path)
+    if glob.has_magic(input_path) or p.is_file():
+        return _EXTENSIONS.get(p.suffix.lower())
+    if p.is_dir():
+        found = {_EXTENSIONS.get(f.suffix.lower()) for f in p.rglob("*") if f.is_file() and f.name[0] not in "._"}
+        return found.pop() if len(found) == 1 else None
+    return None
+
+
+def _check_input(input_path: str) -> None:
+    """INPUT must name something: a file, a directory, or a glob matching files."""
+    import glob
+
+    if glob.has_magic(input_path):
+        if "{" not in input_path and not any(Path(f).is_file() for f in glob.glob(input_path)):
+            raise ConfigError(f"INPUT {input_path}: the pattern matches no files")
+    elif not Path(input_path).exists():
+        raise ConfigError(f"INPUT {input_path}: no such file or directory")
+
+
 def _replay_config(
     input_path: str,
     config: Path | None,
@@ -291,13 +323,18 @@ def _replay_config(
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"--config {config}: {e}") from None
         base = config.resolve().parent
+    _check_input(input_path)
     src = data.setdefault("source", {})
-    src["path"] = str(Path(input_path).resolve())
+    src["path"] = str(Path(input_path).absolute())
     for k, v in (("format", fmt), ("event_time", event_time), ("arrival_time", arrival_time),
                  ("partition", partition), ("offset", offset), ("time_unit", time_unit)):
         if v is not None:
             src[k] = v
-    src.setdefault("format", "jsonl")
+    if "format" not in src:
+        by_name = _input_format(input_path)
+        if by_name is None and Path(input_path).is_file():
+            raise ConfigError(f"INPUT {input_path}: cannot tell its format from the extension; pass --format")
+        src["format"] = by_name or "jsonl"
     if "event_time" not in src:
         raise ConfigError("--event-time is required (or --config with source.event_time)")
     wm = data.setdefault("watermark", {})
@@ -330,11 +367,12 @@ def _replay_config(
     return parse_config(data, base_dir=base)
 
 
+_INPUT_HELP = "The log: a file, a directory or a glob (quoted) of csv/jsonl/parquet files."
 
 
 @app.command()
 def whatif(
-    input_path: Annotated[str, typer.Argument(help="A log: a directory (or file) of csv/jsonl/parquet.")],
+    input_path: Annotated[str, typer.Argument(help=_INPUT_HELP)],
     fmt: Annotated[str | None, _FMT] = None,
     event_time: Annotated[str | None, _EVENT] = None,
     arrival_time: Annotated[str | None, _ARRIVAL] = None,
@@ -359,7 +397,7 @@ def whatif(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as a JSON list.")] = None,
     plot_out: Annotated[list[Path] | None, typer.Option("--plot", help="OUT.png or OUT.html (repeatable).")] = None,
     target_completeness: Annotated[
-        float | None, typer.Option("--target-completeness", help="Advise the smallest L reaching this completeness.")
+        float | None, typer.Option("--target-completeness", help="A fraction in (0, 1], e.g. 0.999.")
     ] = None,
     latency_budget: Annotated[str | None, typer.Option("--latency-budget", help="e.g. 12s")] = None,
     master: Annotated[str, typer.Option(help="Spark master.")] = "local[*]",
@@ -369,6 +407,9 @@ def whatif(
     _setup_logging(not quiet)
     from lowwater.time import to_duration_us
 
+    if target_completeness is not None and not 0 < target_completeness <= 1:
+        hint = f" ({target_completeness:g}% is {target_completeness / 100:g})" if 1 < target_completeness <= 100 else ""
+        raise _fail(f"--target-completeness {target_completeness:g}: expected a fraction in (0, 1]{hint}")
     try:
         cfg = _replay_config(input_path, config, fmt, event_time, arrival_time, partition, offset, key,
                              time_unit, window, slide, idle_timeout, partitions, gap)
@@ -379,12 +420,16 @@ def whatif(
         raise _fail(str(e)) from None
     except ValueError as e:
         raise _fail(f"--lateness/--allowed-lateness/--latency-budget: {e}") from None
+    if budget is not None and budget <= 0:
+        raise _fail(f"--latency-budget {latency_budget}: expected a positive duration")
     if not bounds or not graces:
         raise _fail("--lateness and --allowed-lateness need at least one duration")
     for p in plot_out or []:
         if p.suffix not in (".png", ".html"):
             raise _fail(f"--plot {p}: write .png or .html")
-    from lowwater.advisor.whatif import SweepSpec, advise, plot, run_whatif
+    from lowwater.advisor.advice import advise, nothing_fired
+    from lowwater.advisor.plot import plot
+    from lowwater.advisor.whatif import SweepSpec, run_whatif
     from lowwater.spark.session import get_spark
 
     try:
@@ -392,20 +437,23 @@ def whatif(
         results = run_whatif(spark, cfg, SweepSpec(bounds, graces))
     except ConfigError as e:
         raise _fail(str(e)) from None
-    from lowwater.report import print_whatif
+    from lowwater.report import print_text, print_whatif
 
     print_whatif(out, results)
     if json_out is not None:
         json_out.write_text(json.dumps(results, indent=2) + "\n")
     for p in plot_out or []:
-        plot(results, str(p))
+        plot(results, str(p), target_completeness, budget)
+    idle = cfg.watermark.idle_timeout_us
     if target_completeness is not None or budget is not None:
-        out.print(advise(results, target_completeness, budget))
+        print_text(out, advise(results, target_completeness, budget, None if idle is None else idle / 1e6))
+    elif nothing_fired(results) is not None:
+        print_text(out, nothing_fired(results))
 
 
 @app.command()
 def delays(
-    input_path: Annotated[str, typer.Argument(help="A log: a directory (or file) of csv/jsonl/parquet.")],
+    input_path: Annotated[str, typer.Argument(help=_INPUT_HELP)],
     fmt: Annotated[str | None, _FMT] = None,
     event_time: Annotated[str | None, _EVENT] = None,
     arrival_time: Annotated[str | None, _ARRIVAL] = None,

@@ -2,6 +2,11 @@
 
 Styles come from :class:`~rich.text.Text` objects, never from markup in
 strings: paths, partition names and values are printed as they are.
+
+On a terminal, tables fit its width. Piped or redirected (a file, a CI log),
+they are printed at their full natural width: rich's default of 80 columns
+would cut every column to ``…``. A missing value prints as ``-``, never
+``None``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,25 @@ def start_line(cfg: PipelineConfig, manifest: Manifest, files: int | None, once:
             f"{state}; outputs {cfg.output.path} ({mode})")
 
 
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table``; when stdout is not a terminal, as wide as its content needs."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    width = console.width
+    need = console.measure(table, options=console.options.update_width(10_000)).maximum
+    console.width = max(width, need)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
+def print_text(console: Console, text: str) -> None:
+    """Sentences (advice): never cut into an 80-column block when piped."""
+    console.print(text, soft_wrap=not console.is_terminal, highlight=False)
+
+
 def print_summary(console: Console, summary: dict, output_path: str) -> None:
     """Print the SEMANTICS.md §6 totals of a run as a small table."""
     t = Table(title="lowwater run", show_header=False, title_justify="left")
@@ -54,17 +78,20 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
     t.add_row("completeness", f"{summary['completeness']:.4%}")
     t.add_row("final watermark", str(summary["final_watermark"] or "undefined"))
     t.add_row("accounting balanced", "yes" if summary["balanced"] else Text("NO", style="red"))
-    console.print(t)
+    print_table(console, t)
     console.print(f"outputs: {output_path}/{{results,late,dead_letter,metrics}}, {output_path}/summary.json")
 
 
-def _s(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}s"
+def _s(x: float | None, unit: str = "s", digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}{unit}"
 
 
 def print_whatif(console: Console, results: list[dict]) -> None:
     """The what-if grid: one row per (L, G)."""
-    t = Table(title="lowwater what-if replay", title_justify="left")
+    silent = any(r["emit_latency_mean"] is None for r in results)
+    t = Table(title="lowwater what-if replay", title_justify="left",
+              caption="latency -: no window fired before the end of the log" if silent else None,
+              caption_justify="left")
     for col in ("L", "G", "on time", "late upd.", "too late", "dead", "completeness", "fired", "drain only",
                 "latency mean", "latency p99", "peak open"):
         t.add_column(col, justify="right")
@@ -75,12 +102,12 @@ def print_whatif(console: Console, results: list[dict]) -> None:
             f"{r['windows_drain_only']:,}", _s(r["emit_latency_mean"]), _s(r["emit_latency_p99"]),
             f"{r['peak_open_windows']:,}",
         )
-    console.print(t)
+    print_table(console, t)
     worst = [r for r in results if r["too_late_by_partition"]]
     if worst:
         r = worst[0]
         parts = ", ".join(f"{p}: {n:,}" for p, n in sorted(r["too_late_by_partition"].items(), key=lambda x: -x[1])[:8])
-        console.print(f"too late by partition at L={r['lateness']:g}s, G={r['allowed_lateness']:g}s: {parts}")
+        print_text(console, f"too late by partition at L={r['lateness']:g}s, G={r['allowed_lateness']:g}s: {parts}")
 
 
 def print_delays(console: Console, profile: list[dict]) -> None:
@@ -89,14 +116,17 @@ def print_delays(console: Console, profile: list[dict]) -> None:
     for col in ("partition", "rows", "p50", "p90", "p99", "p99.9", "max", "longest silence", "skew vs fastest"):
         t.add_column(col, justify="right")
     for r in profile:
-        t.add_row(r["partition"], f"{r['rows']:,}", *(f"{r[k]:.3f}" for k in ("p50", "p90", "p99", "p99_9", "max")),
-                  f"{r['longest_gap'] or 0:.1f}", f"{r['skew']:.3f}")
-    console.print(t)
+        t.add_row(str(r["partition"]), f"{r['rows']:,}",
+                  *(_s(r[k], "", 3) for k in ("p50", "p90", "p99", "p99_9", "max")),
+                  _s(r["longest_gap"], "", 1), _s(r.get("skew"), "", 3))
+    print_table(console, t)
     if profile:
         slow = max(profile, key=lambda r: r["skew"])
-        console.print(
+        gaps = [r["longest_gap"] for r in profile if r["longest_gap"] is not None]
+        silence = f"longest silence {max(gaps):.0f}s" if gaps else "no partition has two arrivals"
+        print_text(
+            console,
             f"L for 99.9% of rows on their own partition: ~{max(r['p99_9'] for r in profile):.1f}s; "
             f"partition {slow['partition']} trails the fastest by {slow['skew']:.1f}s (median); "
-            f"longest silence {max((r['longest_gap'] or 0) for r in profile):.0f}s (idle_timeout should exceed "
-            "normal gaps)."
+            f"{silence} (idle_timeout should exceed normal gaps).",
         )

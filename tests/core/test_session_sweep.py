@@ -56,3 +56,26 @@ def test_chunking_does_not_change_the_verdicts():
     for k in one:
         for f in ("rows", "on_time", "late_updates", "too_late", "windows_fired", "windows_drain_only"):
             assert one[k][f] == many[k][f], (k, f)
+
+
+@pytest.mark.parametrize(
+    ("batch_ids", "chunks", "peak"),
+    [
+        (None, (5,), 1),  # one micro-batch: W = 60 at its end frees all but b's [60, 70)
+        ([0, 1, 2, 3, 4], (5,), 3),  # after b@26 (W = 26): a's [0, 10), [15, 25) and b's [26, 36)
+        ([0, 0, 0, 1, 1], (2, 3), 3),  # the same batch end, the batch spanning two chunks
+        ([0, 0, 0, 0, 1], (5,), 2),  # a@8 merged a's two sessions before the batch ended
+    ],
+)
+def test_peak_live_sessions_at_micro_batch_ends(batch_ids, chunks, peak):
+    """L = 0, G = 20: sessions are freed at the end of a micro-batch once end + 20 <= W (the engine's open_windows)."""
+    s = SessionSweep(WatermarkStrategy(), SessionWindows(10 * S), [0], [20 * S])
+    parts = np.array(["0"] * len(EVENTS))
+    ids = None if batch_ids is None else np.array(batch_ids)
+    lo = 0
+    for hi in np.cumsum(chunks):
+        s.feed(parts[lo:hi], EVENTS[lo:hi], KEYS[lo:hi], batch_ids=None if ids is None else ids[lo:hi])
+        lo = hi
+    r = s.results()[0]
+    assert r["peak_open_windows"] == peak
+    assert (r["on_time"], r["late_updates"], r["too_late"]) == (4, 1, 0)  # the cut changes no verdict

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from lowwater.core.sweep import FIELDS, LatenessSweep
 from lowwater.core.watermarks import WatermarkStrategy
@@ -48,7 +49,32 @@ def test_windows_fired_and_emit_latency():
     r = sweep([2], [0])[(2, 0)]
     assert (r["windows_fired"], r["windows_drain_only"]) == (2, 1)
     assert r["emit_latency_mean"] == 4.0
-    assert r["peak_open_windows"] == 3  # one chunk: [0,10), [10,20), [20,30) open together
+    # One micro-batch (one feed, no batch ids): after it W = 23 has freed [0,10) and [10,20).
+    assert r["peak_open_windows"] == 1
+
+
+@pytest.mark.parametrize(
+    ("batch_ids", "chunks", "peak"),
+    [
+        (None, (6,), 1),  # one micro-batch: W = 20 at its end, only [20,30) is left
+        ([0, 0, 0, 1, 1, 1], (6,), 2),  # after 1 4 13, W = 8: [0,10) and [10,20) both open
+        ([0, 0, 0, 1, 1, 1], (1, 2, 1, 2), 2),  # the same batches fed in other chunks
+        ([0, 0, 0, 1, 1, 1], (2, 4), 2),  # a batch that spans two chunks
+        ([0, 0, 1, 1, 2, 2], (3, 3), 2),  # after 13 7, W = 8: both open again
+        ([0, 0, 0, 0, 0, 1], (3, 3), 1),  # 13 and 25 in one batch: W = 20 at its end, [20,30) alone
+        ([0, 1, 2, 3, 4, 5], (6,), 2),  # one row per batch: the most any cutting shows
+    ],
+)
+def test_peak_open_windows_is_counted_at_micro_batch_ends(batch_ids, chunks, peak):
+    """L = 5, G = 0: W after each row is -4 -1 8 8 20 20; entries are freed at the end of a micro-batch."""
+    s = LatenessSweep(WatermarkStrategy(), TumblingWindows(10 * S), [5 * S], [0])
+    parts, keys = np.array(["0"] * 6), np.zeros(6, dtype=np.int64)
+    ids = None if batch_ids is None else np.array(batch_ids)
+    lo = 0
+    for hi in np.cumsum(chunks):
+        s.feed(parts[lo:hi], EVENTS[lo:hi], keys[lo:hi], batch_ids=None if ids is None else ids[lo:hi])
+        lo = hi
+    assert s.results()[0]["peak_open_windows"] == peak
 
 
 def test_chunking_does_not_change_counts():
@@ -107,18 +133,19 @@ def sweep_logs(draw):
     bounds = sorted(set(draw(st.lists(st.integers(0, 30), min_size=1, max_size=4))))
     graces = sorted(set(draw(st.lists(st.integers(0, 20), min_size=1, max_size=3))))
     cuts = sorted(set(draw(st.lists(st.integers(1, max(1, n - 1)), max_size=4))))
-    return strategy, assigner, parts, arrival - delays, arrival, keys, bounds, graces, cuts
+    batches = np.array(sorted(draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))))
+    return strategy, assigner, parts, arrival - delays, arrival, keys, bounds, graces, cuts, batches
 
 
 @settings(max_examples=150, deadline=None)
 @given(sweep_logs())
 def test_every_l_and_g_equals_the_engine_judging_alone(case):
     """One scan at L=0 serves every L: the grid equals `judge` run once per (L, G) with its own tracker."""
-    strategy, assigner, parts, event, arrival, keys, bounds, graces, cuts = case
+    strategy, assigner, parts, event, arrival, keys, bounds, graces, cuts, batches = case
     s = LatenessSweep(strategy, assigner, [b * S for b in bounds], [g * S for g in graces])
     lo = 0
     for hi in [*cuts, len(event)]:
-        s.feed(parts[lo:hi], event[lo:hi], keys[lo:hi], arrival[lo:hi])
+        s.feed(parts[lo:hi], event[lo:hi], keys[lo:hi], arrival[lo:hi], batch_ids=batches[lo:hi])
         lo = hi
     got = {(r["lateness"], r["allowed_lateness"]): r for r in s.results()}
     for b in bounds:
@@ -137,3 +164,21 @@ def test_every_l_and_g_equals_the_engine_judging_alone(case):
             groups = set(zip(j.pairs.end[on].tolist(), keys[j.pairs.row[on]].tolist(), strict=True))
             assert r["windows_fired"] + r["windows_drain_only"] == len(groups)
             assert r["windows_fired"] == sum(1 for e, _ in groups if e <= tracker.watermark_us)
+            assert r["peak_open_windows"] == engine_peak_open(strategy, b * S, assigner, g * S, parts, event,
+                                                              arrival, keys, batches)
+
+
+def engine_peak_open(strategy, bound_us, assigner, grace_us, parts, event, arrival, keys, batches) -> int:
+    """The engine's way, naively: judge each micro-batch, keep admitted (key, window) entries, free at its end."""
+    tracker = WatermarkTracker(WatermarkStrategy(bound_us, (), strategy.idle_timeout_us, strategy.declared_partitions))
+    open_entries: set = set()
+    peak = 0
+    for b in np.unique(batches):
+        rows = np.flatnonzero(batches == b)
+        j = judge(tracker, assigner, grace_us, parts[rows], event[rows], arrival[rows])
+        admitted = j.verdict < 2  # on time or late update: the entry holds state
+        open_entries |= set(zip(j.pairs.end[admitted].tolist(), keys[rows][j.pairs.row[admitted]].tolist(),
+                                strict=True))
+        open_entries = {(e, k) for e, k in open_entries if e + grace_us > tracker.watermark_us}
+        peak = max(peak, len(open_entries))
+    return peak

@@ -173,15 +173,18 @@ def test_whatif_equals_run_once_drain(spark, tmp_path):
     cfg = session_config(grace="10s", bound="10s")
     # z@40 moves W to 30: a's [0, 15) and c's [0, 11) are freed (end + 10 <= 30), so a@3 and c@2 are too late.
     rows = EXTENDED + rows_of([("z", 40, 1), ("a", 3, 1), ("c", 2, 1)])
-    engine = run_scenario(spark, cfg, rows, workdir=tmp_path)
+    engine = run_scenario(spark, cfg, rows, cuts=[4, 9], workdir=tmp_path)
     s = 1_000_000
-    grid = run_whatif(spark, parse_config(cfg, base_dir=tmp_path), SweepSpec([0, 10 * s], [0, 10 * s], chunk_rows=4))
+    # run_scenario reads one file per micro-batch: max_files_per_batch = 1 cuts the replay the same way.
+    replay = {**cfg, "source": {**cfg["source"], "max_files_per_batch": 1}}
+    grid = run_whatif(spark, parse_config(replay, base_dir=tmp_path), SweepSpec([0, 10 * s], [0, 10 * s], chunk_rows=4))
     r = {(x["lateness"], x["allowed_lateness"]): x for x in grid}[(10.0, 10.0)]
     for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter"):
         assert r[k] == engine.summary[k], k
     assert engine.summary["too_late"] == 2
     assert r["windows_fired"] + r["windows_drain_only"] == engine.summary["windows_fired"]
     assert r["too_late_by_partition"] == {"0": 2}
+    assert r["peak_open_windows"] == int(engine.metrics["open_windows"].max())  # live sessions at batch ends
 
 
 EARLY = rows_of([("a", 0, 1), ("a", 1, 2), ("a", 2, 4), ("a", 3, 8), ("a", 4, 16)])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from lowwater.advisor.whatif import SweepSpec, advise, run_whatif
-from lowwater.config import parse_config
+from lowwater.config import load_config, parse_config
+from lowwater.demo.generator import PaymentsSpec, write_demo
+from lowwater.spark.engine import Engine
 from lowwater.testing.scenario import base_config, run_scenario
 
 from .test_determinism import random_logs
@@ -33,9 +37,9 @@ def test_hand_computed_grid(spark, tmp_path):
     assert (res[(2, 5)]["late_updates"], res[(2, 5)]["too_late"]) == (1, 1)
     assert res[(2, 0)]["emit_latency_mean"] == 4.0  # see tests/core/test_sweep.py
     text = advise(list(res.values()), 0.8, None)
-    assert text.startswith("Smallest L meeting completeness >= 0.8: L=0s (G=5s)")  # 5 of 6 rows counted
+    assert text.startswith("Smallest L meeting completeness >= 80.0000%: L=0s (G=5s)")  # 5 of 6 rows counted
     assert advise([r for r in res.values() if r["allowed_lateness"] == 0], 0.8, None).startswith(
-        "Smallest L meeting completeness >= 0.8: L=5s (G=0s)"
+        "Smallest L meeting completeness >= 80.0000%: L=5s (G=0s)"
     )
     assert "No candidate" in advise(list(res.values()), 0.9999, 0.5)
 
@@ -50,44 +54,69 @@ def test_whatif_equals_run_once_drain(spark, tmp_path_factory, case):
     engine = run_scenario(spark, cfg, rows, cuts=cuts, workdir=work)
     bound = cfg["watermark"]["max_out_of_orderness"]
     grace = cfg["window"]["allowed_lateness"]
+    # run_scenario reads one file per micro-batch: max_files_per_batch = 1 cuts the replay the same way.
+    cfg = {**cfg, "source": {**cfg["source"], "max_files_per_batch": 1}}
     results = whatif_of(spark, work, cfg, [int(bound[:-1])], [int(grace[:-1])])
     assert len(results) == 1
     r, s = results[0], engine.summary
     for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter"):
         assert r[k] == s[k], k
     assert r["windows_fired"] + r["windows_drain_only"] == s["windows_fired"]
+    assert r["peak_open_windows"] == int(engine.metrics["open_windows"].max())
     # The same too-late rows, by partition (the side output has one row per too-late (row, window)).
     late = engine.late
     by_part = {} if late.empty else late.drop_duplicates(["partition", "offset"]).groupby("partition").size().to_dict()
     assert r["too_late_by_partition"] == {str(k): int(v) for k, v in by_part.items()}
 
 
-def test_cli_whatif_and_delays(tmp_path):
+def test_peak_open_windows_equals_the_engine_on_the_demo_log(spark, tmp_path):
+    """`whatif` reports the engine's own peak: open (key, window) entries at micro-batch ends (3 files each)."""
+    spec = PaymentsSpec(rate_per_s=10, duration_s=240, quiet_from_s=100, quiet_for_s=60, file_span_s=30)
+    cfg = load_config(write_demo(tmp_path, spec))
+    assert cfg.source.max_files_per_batch == 3
+    Engine(cfg, spark).run(once=True, drain=True)
+    per_step = spark.read.parquet(f"{cfg.output.path}/metrics").toPandas()["open_windows"]
+    bound, grace = cfg.watermark.max_out_of_orderness_us, cfg.window.allowed_lateness_us
+    whatif = run_whatif(spark, cfg, SweepSpec([bound], [grace], chunk_rows=1_000))  # chunks cut across batches
+    assert len(per_step) >= 5 and whatif[0]["peak_open_windows"] == int(per_step.max())
+    # Two windows' entries at once at some batch ends, one at others: the figure depends on the cut.
+    assert per_step.max() > per_step[per_step > 0].min()
+
+
+def test_cli_whatif_and_delays_on_single_files(tmp_path):
+    """INPUT is one file, its format from the extension; this short log fires no window, and the advice says so."""
     rows = rows_of("""
     p  t   a
     0  1   1
     1  2   3
     0  12  12
     1  5   30
-    """)
-    run_dir = tmp_path
-    landing = run_dir / "landing"
-    landing.mkdir()
-    import json
-
-    (landing / "part-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "{broken\n")
-    cmd = [sys.executable, "-m", "lowwater.cli", "whatif", str(landing), "--event-time", "event_time",
+    """)  # W ends at min(12, 5) = 5: no 10s window closes before the end of the log
+    log = tmp_path / "events.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{broken\n")
+    cmd = [sys.executable, "-m", "lowwater.cli", "whatif", str(log), "--event-time", "event_time",
            "--arrival-time", "arrival_time", "--partition", "partition", "--lateness", "0s,5s",
+           "--target-completeness", "0.5", "--latency-budget", "100s",
            "--json", str(tmp_path / "w.json"), "--plot", str(tmp_path / "w.png"), "-q", "--master", "local[1]"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads((tmp_path / "w.json").read_text())
-    assert [(r["lateness"], r["dead_letter"], r["rows"]) for r in got] == [(0.0, 1, 5), (5.0, 1, 5)]
-    assert (tmp_path / "w.png").stat().st_size > 10_000
+    # [0, 10) and [10, 20) of key "a" fire only on a drain.
+    assert [(r["lateness"], r["dead_letter"], r["rows"], r["windows_fired"], r["windows_drain_only"]) for r in got] == [
+        (0.0, 1, 5, 0, 2), (5.0, 1, 5, 0, 2)]
+    assert "No window fired before the end of the log for any L (2 would fire only on a drain)" in proc.stdout
+    assert "Smallest L" not in proc.stdout and "None" not in proc.stdout
+    assert "…" not in proc.stdout  # piped: the table at full width, no column cut
+    assert (tmp_path / "w.png").stat().st_size > 5_000  # a figure that says why there is nothing to draw
     bad = subprocess.run(cmd[:5] + ["--event-time", "nope", "-q"], capture_output=True, text=True, timeout=240)
     assert bad.returncode == 2 and "'nope'" in bad.stderr and "Traceback" not in bad.stderr
-    prof = subprocess.run([sys.executable, "-m", "lowwater.cli", "delays", str(landing), "--event-time", "event_time",
+    csv_log = tmp_path / "events.csv"
+    with csv_log.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    prof = subprocess.run([sys.executable, "-m", "lowwater.cli", "delays", str(csv_log), "--event-time", "event_time",
                            "--arrival-time", "arrival_time", "--partition", "partition", "-q", "--master", "local[1]"],
                           capture_output=True, text=True, timeout=240)
     assert prof.returncode == 0, prof.stderr[-2000:]
-    assert "p99.9" in prof.stdout and "25.000" in prof.stdout  # partition 1's 30 - 5
+    assert "p99.9" in prof.stdout and "25.000" in prof.stdout  # partition 1's 30 - 5, read as CSV

@@ -11,6 +11,11 @@ vectorised scan of each chunk; every G reuses that scan. Session windows
 instead: the engine's session state machine once per (L, G), over the same
 single watermark scan. Nothing but the
 compact columns reaches Python, and one small row per (L, G) comes back.
+
+Each row also carries its micro-batch as ``lowwater run --once`` would cut the
+log (``source.max_files_per_batch`` files per batch, in file-name order; one
+batch when unset), so ``peak_open_windows`` is the engine's own figure: open
+(key, window) entries at the end of a micro-batch (see :mod:`lowwater.core.sweep`).
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
-import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lowwater.advisor.advice import advise  # noqa: F401 - re-exported: the replay's advice
 from lowwater.config import PipelineConfig
 from lowwater.core.session_sweep import SessionSweep
 from lowwater.core.sweep import LatenessSweep
@@ -44,12 +50,36 @@ class SweepSpec:
     chunk_rows: int = CHUNK_ROWS
 
 
+# The path part of a file URI (``file:/x``, ``file:///x`` and ``hdfs://nn/x`` -> ``/x``): Spark spells
+# the same file differently in ``_metadata.file_path`` and ``DataFrame.inputFiles()``.
+_URI_PATH = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?(/.*)$"
+
+
+def _with_batch(spark: SparkSession, raw: DataFrame, df: DataFrame, files_per_batch: int | None) -> DataFrame:
+    """``df`` plus ``_batch``: the micro-batch ``run --once`` reads each row in.
+
+    The engine reads ``files_per_batch`` files per micro-batch (all files in one
+    when unset), in file-name order (the order Spark's file source follows when
+    names sort like arrival, as a landing zone's do).
+    """
+    if not files_per_batch:
+        return df.withColumn("_batch", F.lit(0).cast("long"))
+    paths = sorted({urlsplit(f).path for f in raw.inputFiles()})
+    lookup = spark.createDataFrame([(p, i // files_per_batch) for i, p in enumerate(paths)], "_fpath string, _b long")
+    key: Column = F.regexp_extract(F.col("_file"), _URI_PATH, 2)
+    joined = df.join(F.broadcast(lookup), key == F.col("_fpath"), "left")
+    # A file missing from the listing (deleted meanwhile) keeps its rows: they join the first batch.
+    return joined.withColumn("_batch", F.coalesce(F.col("_b"), F.lit(0).cast("long"))).drop("_fpath", "_b")
+
+
 def arrival_sorted(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
     """The compact projection of the whole log, globally sorted in arrival order."""
     for k, v in PARSE_CONF.items():
         spark.conf.set(k, v)
     schema = resolve_schema(spark, cfg, None)
-    df = normalise(read_batch(spark, cfg.source, schema), cfg).withColumn("_rid", F.monotonically_increasing_id())
+    raw = read_batch(spark, cfg.source, schema)
+    df = normalise(raw, cfg).withColumn("_rid", F.monotonically_increasing_id())
+    df = _with_batch(spark, raw, df, cfg.source.max_files_per_batch)
     keys = [F.col(k) for k in cfg.window.key]
     key_hash = F.xxhash64(*keys) if keys else F.lit(0).cast("long")
     # The engine's order (core.judge.arrival_order): (arrival, partition, offset), then the
@@ -58,7 +88,7 @@ def arrival_sorted(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
     src = cfg.source
     source_order = ["_rid"] if src.arrival_time and src.offset else ["_file", "_block", "_rid"]
     order = ["_arrival_us", "_psort", "_offset", *source_order] if src.arrival_time else source_order
-    compact = [F.col("_dead").isNotNull().alias("_is_dead"), "_event_us", key_hash.alias("_key")]
+    compact = [F.col("_dead").isNotNull().alias("_is_dead"), "_event_us", key_hash.alias("_key"), "_batch"]
     return df.select(*compact, *dict.fromkeys(["_arrival_us", "_psort", *order])).orderBy(*order)
 
 
@@ -79,6 +109,7 @@ def _sweep_fn(strategy: WatermarkStrategy, assigner: WindowAssigner, spec: Sweep
                 valid.column("_key").to_numpy(),
                 valid.column("_arrival_us").to_numpy() if has_arrival else None,
                 dead_letter=int(dead.sum()),
+                batch_ids=valid.column("_batch").to_numpy(),
             )
 
         for b in batches:
@@ -101,87 +132,3 @@ def run_whatif(spark: SparkSession, cfg: PipelineConfig, spec: SweepSpec) -> lis
     rows = compact.coalesce(1).mapInArrow(fn, "result string").collect()
     results = [json.loads(r["result"]) for r in rows]
     return sorted(results, key=lambda r: (r["lateness"], r["allowed_lateness"]))
-
-
-def advise(results: list[dict], target_completeness: float | None, latency_budget_s: float | None) -> str:
-    """The smallest L (and the (L, G) with the lowest on-time latency) meeting the targets, or why none does."""
-    ok = [
-        r
-        for r in results
-        if (target_completeness is None or r["completeness"] >= target_completeness)
-        and (
-            latency_budget_s is None
-            or (r["emit_latency_p99"] is not None and r["emit_latency_p99"] <= latency_budget_s)
-        )
-    ]
-    want = []
-    if target_completeness is not None:
-        want.append(f"completeness >= {target_completeness:g}")
-    if latency_budget_s is not None:
-        want.append(f"p99 emit latency <= {latency_budget_s:g}s")
-    if not ok:
-        best = max(results, key=lambda r: r["completeness"])
-        return (
-            f"No candidate meets {' and '.join(want)}. Best completeness: {best['completeness']:.4%} at "
-            f"L={best['lateness']:g}s, G={best['allowed_lateness']:g}s (p99 latency {best['emit_latency_p99']}s); "
-            "try larger L or G values."
-        )
-    smallest = min(ok, key=lambda r: (r["lateness"], r["allowed_lateness"]))
-    fastest = min(ok, key=lambda r: (r["emit_latency_mean"] if r["emit_latency_mean"] is not None else 1e18,
-                                     r["lateness"], r["allowed_lateness"]))
-    lines = [
-        f"Smallest L meeting {' and '.join(want)}: L={smallest['lateness']:g}s (G={smallest['allowed_lateness']:g}s): "
-        f"completeness {smallest['completeness']:.4%}, {smallest['too_late']:,} too late, "
-        f"p99 emit latency {smallest['emit_latency_p99']}s, peak open windows {smallest['peak_open_windows']:,}."
-    ]
-    if len({r["allowed_lateness"] for r in results}) > 1:
-        lines.append(
-            f"Lowest on-time latency: L={fastest['lateness']:g}s with G={fastest['allowed_lateness']:g}s "
-            f"(mean {fastest['emit_latency_mean']:.3f}s, completeness {fastest['completeness']:.4%}, "
-            f"{fastest['late_updates']:,} revisions-worth of late updates)."
-        )
-    return "\n".join(lines)
-
-
-def plot(results: list[dict], path: str) -> None:
-    """Completeness and too-late rows against emit latency: one point per L, one curve per G."""
-    graces = sorted({r["allowed_lateness"] for r in results})
-    if path.endswith(".html"):
-        import plotly.graph_objects as go
-        from plotly.subplots import make_subplots
-
-        fig = make_subplots(rows=1, cols=2, subplot_titles=("completeness", "too-late rows"))
-        for g in graces:
-            pts = [r for r in results if r["allowed_lateness"] == g and r["emit_latency_mean"] is not None]
-            x = [r["emit_latency_mean"] for r in pts]
-            labels = [f"L={r['lateness']:g}s" for r in pts]
-            fig.add_trace(go.Scatter(x=x, y=[r["completeness"] for r in pts], mode="lines+markers+text",
-                                     text=labels, name=f"G={g:g}s"), row=1, col=1)
-            fig.add_trace(go.Scatter(x=x, y=[r["too_late"] for r in pts], mode="lines+markers+text",
-                                     text=labels, name=f"G={g:g}s", showlegend=False), row=1, col=2)
-        fig.update_xaxes(title_text="mean emit latency (s, event time)")
-        fig.write_html(path)
-        return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for g in graces:
-        pts = [r for r in results if r["allowed_lateness"] == g and r["emit_latency_mean"] is not None]
-        x = np.array([r["emit_latency_mean"] for r in pts])
-        for ax, key in zip(axes, ("completeness", "too_late"), strict=True):
-            ax.plot(x, [r[key] for r in pts], marker="o", label=f"G={g:g}s")
-            for r, xi in zip(pts, x, strict=True):
-                label = f"L={r['lateness']:g}s"
-                ax.annotate(label, (xi, r[key]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    axes[0].set_ylabel("completeness")
-    axes[1].set_ylabel("too-late rows")
-    for ax in axes:
-        ax.set_xlabel("mean emit latency (s, event time)")
-        ax.legend()
-        ax.grid(alpha=0.3)
-    fig.suptitle("lowwater what-if: lateness bound L vs completeness and latency")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)

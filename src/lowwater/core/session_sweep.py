@@ -5,15 +5,17 @@ A session's verdicts depend on its key's state (merges), so the group trick of
 watermark scan: one :class:`~lowwater.core.tracker.WatermarkTracker` at
 ``L = 0`` gives ``W_0(r)`` and ``W_L(r) = W_0(r) - L`` for every bound. Each
 (L, G) then runs its own :class:`~lowwater.core.sessions.SessionMachine` (the
-one the engine's executors run) over the arrival-sorted log, one chunk at a
-time, with ``advance`` at each chunk end as a micro-batch engine with batches
-of one chunk would. The cost is one Python step per row and (L, G) pair.
+one the engine's executors run) over the arrival-sorted log, with ``advance``
+at the end of each micro-batch (and of each chunk, which changes nothing: a
+key's sessions are fired and freed before its next row anyway). The cost is
+one Python step per row and (L, G) pair.
 
 Per (L, G) it reports the fields of :data:`lowwater.core.sweep.FIELDS`:
 accounting, completeness, sessions fired (finals) before the end of input and
 those only a drain would fire, emit latency (``maxEventTimeSeen - end`` when a
-session's final fires; mean and p99), peak live sessions (sampled at chunk
-ends, before freeing), too-late rows per partition.
+session's final fires; mean and p99), peak live sessions (the engine's
+``open_windows``: at micro-batch ends, after freeing; see
+:mod:`lowwater.core.sweep`), too-late rows per partition.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 
 from lowwater.core.accounting import Accounting
 from lowwater.core.sessions import FINAL, NEVER, SessionMachine
-from lowwater.core.sweep import shifted, zero_bound_tracker
+from lowwater.core.sweep import shifted, watermarks_by_batch, zero_bound_tracker
 from lowwater.core.tracker import PartitionCodes
 from lowwater.core.watermarks import WatermarkStrategy, clip_future
 from lowwater.core.windows import SessionWindows
@@ -42,7 +44,8 @@ class _Run:
     dead: int = 0
     fired: int = 0
     latencies_us: list[int] = field(default_factory=list)
-    peak_open: int = 0
+    peak_open: int = 0  # at micro-batch ends
+    open_now: int = 0  # at the end of the last chunk (a micro-batch end if the next row starts a new one)
     too_late_by_partition: dict[str, int] = field(default_factory=dict)
 
 
@@ -64,6 +67,11 @@ class SessionSweep:
             for b in sorted(set(bounds_us))
             for g in sorted(set(graces_us))
         ]
+        self.last_batch: object = None
+
+    def _end_batch(self) -> None:
+        for run in self.runs:
+            run.peak_open = max(run.peak_open, run.open_now)
 
     def feed(
         self,
@@ -72,13 +80,21 @@ class SessionSweep:
         key_hash: np.ndarray,
         arrival_us: np.ndarray | None = None,
         dead_letter: int = 0,
+        batch_ids: np.ndarray | None = None,
     ) -> None:
-        """One chunk of valid rows, in arrival order, plus the chunk's dead-letter count."""
+        """One chunk of valid rows, in arrival order, plus the chunk's dead-letter count.
+
+        ``batch_ids``: each row's micro-batch (non-decreasing); ``None``: the
+        chunk is one micro-batch.
+        """
         for run in self.runs:
             run.dead += int(dead_letter)
         n = len(event_us)
         if n == 0:
             return
+        if batch_ids is None or batch_ids[0] != self.last_batch:
+            self._end_batch()  # the previous chunk's last row ended its micro-batch
+        self.last_batch = None if batch_ids is None else batch_ids[-1]
         coded = PartitionCodes.of(np.asarray(partitions))
         event, clipped = clip_future(event_us, arrival_us, self.tracker.strategy.max_future_skew_us)
         n_clipped = int(clipped.sum())
@@ -86,7 +102,7 @@ class SessionSweep:
         cum_max = np.maximum.accumulate(np.maximum(event, self.max_event))
         seen_before = np.concatenate([[self.max_event], cum_max[:-1]]).tolist()
         self.max_event = int(cum_max[-1])
-        w0 = self.tracker.advance(coded, event, arrival_us)
+        w0, run_last_row, run_w0 = watermarks_by_batch(self.tracker, coded, event, arrival_us, batch_ids)
         keys = np.asarray(key_hash, dtype=np.int64).tolist()
         ev = event.tolist()
         codes = coded.codes.tolist()
@@ -96,14 +112,22 @@ class SessionSweep:
             process = m.process
             emissions = m.emissions
             w_rows = shifted(w0, run.bound_us).tolist()
-            for i in range(n):
-                process(keys[i], ev[i], w_rows[i], (), codes[i])
-                if emissions:
-                    self._fired(run, seen_before[i])
-                    emissions = m.emissions
-            run.peak_open = max(run.peak_open, m.live())
-            m.advance(int(shifted(self.tracker.watermark_us, run.bound_us)))
-            self._fired(run, self.max_event)
+            w_ends = shifted(run_w0, run.bound_us).tolist()
+            lo = 0
+            for last, w_end in zip(run_last_row.tolist(), w_ends, strict=True):
+                for i in range(lo, last + 1):
+                    process(keys[i], ev[i], w_rows[i], (), codes[i])
+                    if emissions:
+                        self._fired(run, seen_before[i])
+                        emissions = m.emissions
+                m.advance(w_end)
+                self._fired(run, int(cum_max[last]))
+                emissions = m.emissions
+                if last < n - 1:  # a micro-batch ends inside the chunk
+                    run.peak_open = max(run.peak_open, m.live())
+                else:
+                    run.open_now = m.live()
+                lo = last + 1
             for x in m.take_too_late():
                 name = coded.names[x.row]
                 run.too_late_by_partition[name] = run.too_late_by_partition.get(name, 0) + 1
@@ -117,6 +141,7 @@ class SessionSweep:
 
     def results(self) -> list[dict]:
         """One dict per (L, G) with the fields of ``lowwater.core.sweep.FIELDS`` (times in seconds)."""
+        self._end_batch()  # the end of the log ends the last micro-batch
         out = []
         for run in self.runs:
             c = run.machine.counts

@@ -20,9 +20,17 @@ accounting is the engine's to the row. Per (L, G) the sweep reports
 SEMANTICS.md §6-§7: the accounting, completeness, windows fired before the end
 of input (and those only a drain would fire), emit latency
 (``maxEventTimeSeen - end(w)`` when ``W`` first reaches ``end(w)``; mean and
-p99 over (key, window) pairs), peak open (key, window) state entries (sampled
-at chunk boundaries, as a micro-batch engine with batches of one chunk would
-hold them), and too-late rows per partition.
+p99 over (key, window) pairs), peak open (key, window) state entries, and
+too-late rows per partition.
+
+**Peak open windows is the engine's figure**: the most (key, window) entries
+held at the end of a micro-batch, after freeing those with ``end + G <= W``
+(``W`` after the batch's last row), as the engine's ``open_windows`` metric
+counts them. ``feed`` takes each row's micro-batch id (the engine's batches:
+``max_files_per_batch`` files each); without ids every ``feed`` call is one
+micro-batch. Within a batch the engine briefly holds more (entries opened and
+freed by the same batch), so the figure depends on how the log is cut; one row
+per batch gives the most any cutting can show.
 """
 
 from __future__ import annotations
@@ -56,6 +64,57 @@ def zero_bound_tracker(strategy: WatermarkStrategy) -> WatermarkTracker:
     return WatermarkTracker(replace(strategy, max_out_of_orderness_us=0, per_partition_us=(), _bounds={}))
 
 
+def watermarks_by_batch(
+    tracker: WatermarkTracker,
+    coded: PartitionCodes,
+    event_us: np.ndarray,
+    arrival_us: np.ndarray | None,
+    batch_ids: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``W_0(r)`` per row, the rows that end a micro-batch run of the chunk, and ``W_0`` after each.
+
+    The tracker is fed one micro-batch at a time, as the engine feeds it, so the
+    watermark after a batch is exactly the one the engine frees state with
+    (idleness is judged at the batch's last arrival). ``W_0(r)`` itself does not
+    depend on the cut (SEMANTICS.md §8). The chunk's last row is always listed:
+    whether it ends its micro-batch is known only from the next chunk.
+    """
+    n = len(event_us)
+    starts = [0] if batch_ids is None else [0, *(np.flatnonzero(batch_ids[1:] != batch_ids[:-1]) + 1).tolist()]
+    stops = [*starts[1:], n]
+    w0 = np.empty(n, dtype=np.int64)
+    w_after = np.empty(len(starts), dtype=np.int64)
+    for i, (lo, hi) in enumerate(zip(starts, stops, strict=True)):
+        part = PartitionCodes(coded.names, coded.codes[lo:hi])
+        w0[lo:hi] = tracker.advance(part, event_us[lo:hi], None if arrival_us is None else arrival_us[lo:hi])
+        w_after[i] = tracker.watermark_us
+    return w0, np.array(stops, dtype=np.int64) - 1, w_after
+
+
+def open_at_batch_ends(
+    carried: dict[int, int], ends: np.ndarray, batch: np.ndarray, w_after: np.ndarray, grace_us: int
+) -> np.ndarray:
+    """Open (key, window) entries at the end of each micro-batch run of a chunk.
+
+    Args:
+        carried: window end -> entries open when the chunk starts.
+        ends: window end of each entry the chunk opens.
+        batch: index (into ``w_after``) of the run in which each of them opens.
+        w_after: ``W`` after each run (non-decreasing).
+        grace_us: ``G``: an entry is freed at the first run end with ``end + G <= W``.
+    """
+    k = len(w_after)
+    opened = np.bincount(batch, minlength=k + 1)
+    freed = np.bincount(np.maximum(batch, np.searchsorted(w_after, ends + grace_us, side="left")), minlength=k + 1)
+    if carried:
+        c_end = np.fromiter(carried, dtype=np.int64, count=len(carried))
+        c_n = np.fromiter(carried.values(), dtype=np.int64, count=len(carried))
+        opened[0] += int(c_n.sum())
+        freed += np.bincount(np.searchsorted(w_after, c_end + grace_us, side="left"), weights=c_n,
+                             minlength=k + 1).astype(np.int64)
+    return np.cumsum(opened - freed)[:k]
+
+
 def _add_counts(store: dict[int, int], ends: np.ndarray) -> None:
     if len(ends):
         u, c = np.unique(ends, return_counts=True)
@@ -68,7 +127,8 @@ class _PerGrace:
     accounting: Accounting = field(default_factory=Accounting)
     too_late_by_partition: dict[str, int] = field(default_factory=dict)
     open_groups: dict[int, int] = field(default_factory=dict)  # end -> (key, window) groups admitted, not freed
-    peak_open: int = 0
+    peak_open: int = 0  # at micro-batch ends
+    open_now: int = 0  # at the end of the last chunk: a micro-batch end only if the next row starts a new one
 
 
 @dataclass
@@ -137,6 +197,12 @@ class LatenessSweep:
         self.tracker = zero_bound_tracker(strategy)
         self.groups = _GroupIndex()
         self.per = {b: _PerBound(grace={g: _PerGrace() for g in self.graces}) for b in self.bounds}
+        self.last_batch: object = None
+
+    def _end_batch(self) -> None:
+        for pb in self.per.values():
+            for pg in pb.grace.values():
+                pg.peak_open = max(pg.peak_open, pg.open_now)
 
     def feed(
         self,
@@ -145,8 +211,13 @@ class LatenessSweep:
         key_hash: np.ndarray,
         arrival_us: np.ndarray | None = None,
         dead_letter: int = 0,
+        batch_ids: np.ndarray | None = None,
     ) -> None:
-        """One chunk of valid rows, in arrival order, plus the chunk's dead-letter count."""
+        """One chunk of valid rows, in arrival order, plus the chunk's dead-letter count.
+
+        ``batch_ids``: each row's micro-batch (non-decreasing); ``None``: the
+        chunk is one micro-batch.
+        """
         self.dead += int(dead_letter)
         for pb in self.per.values():
             for pg in pb.grace.values():
@@ -155,18 +226,22 @@ class LatenessSweep:
         n = len(event_us)
         if n == 0:
             return
+        if batch_ids is None or batch_ids[0] != self.last_batch:
+            self._end_batch()  # the previous chunk's last row ended its micro-batch
+        self.last_batch = None if batch_ids is None else batch_ids[-1]
         coded = PartitionCodes.of(np.asarray(partitions))
         keys = np.asarray(key_hash, dtype=np.int64)
         event, clipped = clip_future(event_us, arrival_us, self.tracker.strategy.max_future_skew_us)
         n_clipped = int(clipped.sum())
         cum_max = np.maximum.accumulate(np.maximum(event, self.max_event))
         self.max_event = int(cum_max[-1])
-        w0 = self.tracker.advance(coded, event, arrival_us)  # W_0(r)
+        w0, run_last_row, run_w0 = watermarks_by_batch(self.tracker, coded, event, arrival_us, batch_ids)
         w0_after = np.concatenate([w0[1:], [self.tracker.watermark_us]])  # W_0 after each row
         pairs = self.assigner.assign(event)
         pair_w0 = w0[pairs.row]
         first = self.groups.first_pairs(pairs.end, keys[pairs.row])
         g_end, g_w0 = pairs.end[first], pair_w0[first]
+        g_run = np.searchsorted(run_last_row, pairs.row[first], side="left")
         for b, pb in self.per.items():
             w_end = int(shifted(self.tracker.watermark_us, b))
             pair_w = shifted(pair_w0, b)
@@ -183,8 +258,11 @@ class LatenessSweep:
                     for name, c in zip(coded.names, counts.tolist(), strict=True):
                         if c:
                             pg.too_late_by_partition[name] = pg.too_late_by_partition.get(name, 0) + c
-                _add_counts(pg.open_groups, g_end[g_end + g > g_w])
-                pg.peak_open = max(pg.peak_open, sum(pg.open_groups.values()))
+                admitted = g_end + g > g_w
+                opens = open_at_batch_ends(pg.open_groups, g_end[admitted], g_run[admitted], shifted(run_w0, b), g)
+                pg.peak_open = max(pg.peak_open, int(opens[:-1].max(initial=0)))
+                pg.open_now = int(opens[-1])
+                _add_counts(pg.open_groups, g_end[admitted])
                 for e in [e for e in pg.open_groups if e + g <= w_end]:
                     del pg.open_groups[e]
         # No (L, G) of the grid admits a pair of a window whose end + L + G <= W_0 any more.
@@ -201,6 +279,7 @@ class LatenessSweep:
 
     def results(self) -> list[dict]:
         """One dict per (L, G) with the fields of ``FIELDS`` (times in seconds)."""
+        self._end_batch()  # the end of the log ends the last micro-batch
         out = []
         for b, pb in self.per.items():
             lat = np.array([x for x, _ in pb.latencies], dtype=np.float64) / 1e6

@@ -22,6 +22,7 @@ from rich.text import Text
 from lowwater.config import load_config
 from lowwater.demo.compare import max_based_outcome
 from lowwater.demo.generator import PaymentsSpec, write_demo
+from lowwater.report import print_table
 
 
 def _landing_rows(landing: Path, files_per_batch: int) -> pd.DataFrame:
@@ -97,7 +98,7 @@ def run_demo(
         t.add_row("watermark lag (arrival clock)", f"mean {lag.mean():.1f}s, max {lag.max():.1f}s", "-")
     t.add_row("dead letters", f"{summary['dead_letter']:,}", "-")
     t.add_row("accounting identity", "holds" if summary["balanced"] else "BROKEN", "-")
-    console.print(t)
+    print_table(console, t)
     console.print(
         f"Same L={cfg.watermark.max_out_of_orderness_us / 1e6:g}s and grace="
         f"{cfg.window.allowed_lateness_us / 1e6:g}s for both; {valid:,} valid rows. "

@@ -1,5 +1,7 @@
 """Reading landing-zone files: JSON Lines, CSV or Parquet.
 
+A batch read (the what-if replay) may also name one file or a glob.
+
 Spark's batch readers read the files natively (fast, splittable; which files
 make a micro-batch is the file log's choice, ``io/filelog.py``); this module
 fixes the schema, asks for the corrupt-record column so a malformed line
@@ -10,6 +12,7 @@ then line order) when there is no arrival-time column.
 
 from __future__ import annotations
 
+import glob
 import json
 from pathlib import Path
 
@@ -42,6 +45,17 @@ def _reader_options(src: SourceConfig) -> dict[str, str]:
     return opts
 
 
+def _has_files(path: str) -> bool:
+    """A local path names at least one file: a file, a directory holding one, or a glob matching one.
+
+    Hadoop's ``{a,b}`` alternatives are not Python's: such a pattern is left to Spark.
+    """
+    if glob.has_magic(path):
+        return "{" in path or any(Path(p).is_file() for p in glob.glob(path))
+    p = Path(path)
+    return p.is_file() or (p.is_dir() and any(f.is_file() for f in p.rglob("*")))
+
+
 def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
     """The input schema: ``source.schema`` if given, else inferred from the files present."""
     if src.schema:
@@ -55,10 +69,10 @@ def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
             raise ConfigError(msg)
         return parsed
     if "://" not in src.path:
-        if not Path(src.path).exists():
+        if not glob.has_magic(src.path) and not Path(src.path).exists():
             msg = f"source.path: {src.path} does not exist"
             raise ConfigError(msg)
-        if not landing_files(src.path):
+        if not _has_files(src.path):
             msg = f"source.path: {src.path} has no files to infer the schema from; add files or set source.schema"
             raise ConfigError(msg)
     reader = spark.read.format(_READER[src.format])

@@ -1,0 +1,80 @@
+"""``lowwater whatif`` / ``delays`` INPUT and flags, checked before Spark starts (typer's runner, in process)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from lowwater.cli import _input_format, _replay_config, app
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    result = runner.invoke(app, list(args))
+    lines = result.stderr.strip().splitlines()
+    return result.exit_code, lines
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("events.csv", "csv"),
+        ("events.JSONL", "jsonl"),  # case-insensitive
+        ("events.ndjson", "jsonl"),
+        ("events.parquet", "parquet"),
+        ("events.txt", None),  # not a format's extension: --format is needed
+    ],
+)
+def test_format_from_a_file_extension(tmp_path, name, expected):
+    (tmp_path / name).write_text("x\n")
+    assert _input_format(str(tmp_path / name)) == expected
+
+
+def test_format_from_a_directory_or_a_glob(tmp_path):
+    for i in range(2):
+        (tmp_path / f"part-{i}.csv").write_text("x\n")
+    (tmp_path / "_SUCCESS").write_text("")  # markers do not count
+    assert _input_format(str(tmp_path)) == "csv"
+    assert _input_format(str(tmp_path / "*.csv")) == "csv"
+    (tmp_path / "more.jsonl").write_text("x\n")
+    assert _input_format(str(tmp_path)) is None  # mixed: the jsonl default (or --format) decides
+
+
+def test_a_single_file_is_a_log(tmp_path):
+    f = tmp_path / "events.csv"
+    f.write_text("event_time,key\n1,a\n")
+    cfg = _replay_config(str(f), None, None, "event_time", None, None, None, "key", None, None, None, None, None)
+    assert (cfg.source.format, cfg.source.path) == ("csv", str(f))
+    forced = _replay_config(str(f), None, "jsonl", "event_time", None, None, None, None, None, None, None, None, None)
+    assert forced.source.format == "jsonl"  # --format wins over the extension
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--target-completeness", "99.9"], "error: --target-completeness 99.9: expected a fraction in (0, 1] "
+                                            "(99.9% is 0.999)"),
+        (["--target-completeness", "0"], "error: --target-completeness 0: expected a fraction in (0, 1]"),
+        (["--latency-budget", "0s"], "error: --latency-budget 0s: expected a positive duration"),
+    ],
+)
+def test_bad_whatif_flags_are_one_line_and_exit_2(tmp_path, args, message):
+    f = tmp_path / "events.jsonl"
+    f.write_text('{"event_time": 1}\n')
+    code, lines = invoke("whatif", str(f), "--event-time", "event_time", *args)
+    assert (code, lines) == (2, [message])
+
+
+@pytest.mark.parametrize("command", ["whatif", "delays"])
+def test_bad_inputs_are_one_line_and_exit_2(tmp_path, command):
+    (tmp_path / "events.txt").write_text("x\n")
+    cases = {
+        str(tmp_path / "nope"): f"error: INPUT {tmp_path / 'nope'}: no such file or directory",
+        str(tmp_path / "*.csv"): f"error: INPUT {tmp_path / '*.csv'}: the pattern matches no files",
+        str(tmp_path / "events.txt"): f"error: INPUT {tmp_path / 'events.txt'}: cannot tell its format from the "
+                                      "extension; pass --format",
+    }
+    for path, message in cases.items():
+        code, lines = invoke(command, path, "--event-time", "event_time", "--arrival-time", "a")
+        assert (code, lines) == (2, [message]), path
