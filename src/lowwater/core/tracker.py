@@ -256,7 +256,8 @@ class WatermarkTracker:
         if arr is not None and st.start_clock_us <= NEG_INF:
             st.start_clock_us = int(arr[0])
         fed = self._feed(idx, ev, arr, mark)
-        can_idle = any(f.active_until_us < POS_INF or f.emitted.active_until_us is not None for f in fed.values())
+        # Deadlines only grow, so an input that can go idle in this batch has a finite one now.
+        can_idle = any(g.active_until_us(st.start_clock_us) < POS_INF for g in self._gens)
         # State k (after k rows) is evaluated at the arrival of the row just consumed (its partition is
         # active then) and, when inputs can go idle, again at the next row's (silent ones may be idle).
         at_row = MinOfInputs(n + 1)
