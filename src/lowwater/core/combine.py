@@ -1,44 +1,95 @@
-"""The low watermark: min over active partitions, monotone (SEMANTICS.md §2).
+"""The low watermark: min over active inputs, monotone (SEMANTICS.md §2).
 
-    W = max(W_previous, min over active partitions p of W_p)
+    W = max(W_previous, min over active inputs p of W_p)
 
-* min, never max or mean: the slowest partition governs;
-* monotone: a lower proposal (a partition rejoining behind ``W``) is ignored
+* min, never max or mean: the slowest input governs;
+* monotone: a lower proposal (an input rejoining behind ``W``) is ignored
   and counted;
-* undefined (``NEG_INF``) while a declared, non-idle partition has not
-  reported; if every partition is idle, ``W`` holds.
+* undefined (``NEG_INF``) while an input that takes part (declared, or it has
+  produced rows) is active and has not promised anything yet; if every input
+  is idle, ``W`` holds.
 
-Vectorised over evaluation points: row ``k`` of the matrices is the state of
-every partition at one moment, so a whole micro-batch is combined in one call.
+This module is the only place in lowwater that takes that min. An input is a
+partition of a source (the tracker keys them by ``(source, partition)``); the
+rule is the same for partitions of one source, several sources of a union, and
+the two sides of a join.
+
+Vectorised over evaluation points: :class:`MinOfInputs` folds the inputs one
+at a time, each given as its ``W_p`` (and activity) at every point of a
+micro-batch, so a batch costs O(points) memory whatever the number of inputs.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from lowwater.time import NEG_INF, POS_INF
 
 
-def combine_low_watermark(
-    partition_wm: np.ndarray,
-    eligible: np.ndarray,
-    blocked: np.ndarray,
-    previous_us: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Running low watermark at each evaluation point.
+class MinOfInputs:
+    """The candidate min over inputs at each of ``points`` evaluation points."""
 
-    Args:
-        partition_wm: (k, P) int64, each partition's watermark at each point.
-        eligible: (k, P) bool, partition is active (not idle) and has reported.
-        blocked: (k,) bool, a declared active partition has not reported yet.
-        previous_us: ``W`` before the first point.
+    def __init__(self, points: int) -> None:
+        self.candidate = np.full(points, POS_INF, dtype=np.int64)
+        self.waiting = np.zeros(points, dtype=bool)  # an active input that takes part has no W_p yet
 
-    Returns:
-        (k,) int64 running ``W`` and (k,) the candidate min at each point
-        (``NEG_INF`` where undefined or no partition is eligible).
+    def add(
+        self,
+        watermark_us: np.ndarray,
+        active: np.ndarray | None = None,
+        takes_part: np.ndarray | bool = False,
+    ) -> None:
+        """Fold one input in.
+
+        Args:
+            watermark_us: the input's ``W_p`` at each point (``NEG_INF``: undefined).
+            active: whether it counts at each point (``None``: never idle).
+            takes_part: whether an undefined ``W_p`` makes ``W`` undefined at
+                each point (a declared input, or one that has produced rows).
+        """
+        if active is None and not np.any(takes_part) and watermark_us.min(initial=POS_INF) > NEG_INF:
+            np.minimum(self.candidate, watermark_us, out=self.candidate)  # defined and active throughout
+            return
+        defined = watermark_us > NEG_INF
+        eligible = defined if active is None else defined & active
+        np.minimum(self.candidate, np.where(eligible, watermark_us, POS_INF), out=self.candidate)
+        if np.any(takes_part):
+            waiting = takes_part & ~defined
+            self.waiting |= waiting if active is None else waiting & active
+
+    def proposals(self) -> np.ndarray:
+        """The min at each point (``NEG_INF`` where undefined or no input counts)."""
+        return np.where((self.candidate >= POS_INF) | self.waiting, NEG_INF, self.candidate)
+
+    def low_watermark(self, previous_us: int) -> np.ndarray:
+        """Running ``W`` at each point: never below ``previous_us``, never moving back."""
+        return np.maximum.accumulate(np.maximum(self.proposals(), previous_us))
+
+
+class InputStatus(Protocol):
+    """One input's watermark now and whether it counts in the min."""
+
+    @property
+    def watermark_us(self) -> int: ...
+
+    @property
+    def active(self) -> bool: ...
+
+
+S = TypeVar("S", bound=InputStatus)
+
+
+def partition_spread(statuses: Iterable[S]) -> tuple[int | None, S | None]:
+    """Spread (max ``W_p`` - min over active ``W_p``, SEMANTICS.md §7) and the input holding ``W`` back.
+
+    Ties go to the first input given (the caller orders them).
     """
-    masked = np.where(eligible, partition_wm, POS_INF)
-    cand = masked.min(axis=1) if masked.shape[1] else np.full(len(masked), POS_INF, np.int64)
-    cand = np.where((cand >= POS_INF) | blocked, NEG_INF, cand)
-    running = np.maximum.accumulate(np.maximum(cand, previous_us))
-    return running, cand
+    defined = [s for s in statuses if s.watermark_us > NEG_INF]
+    active = [s for s in defined if s.active]
+    if not active:
+        return None, None
+    holder = active[int(np.argmin([s.watermark_us for s in active]))]
+    return max(s.watermark_us for s in defined) - holder.watermark_us, holder
