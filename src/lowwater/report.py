@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lowwater.time import NEG_INF, format_ts
+from lowwater.time import NEG_INF, POS_INF, format_ts
 
 if TYPE_CHECKING:
     from lowwater.config import PipelineConfig
@@ -32,7 +32,8 @@ def start_line(cfg: PipelineConfig, manifest: Manifest, files: int | None, once:
         state = "new (no committed step)"
     else:
         w = manifest.tracker.get("watermark_us", NEG_INF) if manifest.tracker else NEG_INF
-        state = f"resuming after step {manifest.step} (W = {format_ts(w)}{', drained' if manifest.drained else ''})"
+        shown = "+inf" if w >= POS_INF else format_ts(w)
+        state = f"resuming after step {manifest.step} (W = {shown}{', drained' if manifest.drained else ''})"
     mode = "--drain" if drain else "--once" if once else "continuous; Ctrl-C stops after the current step"
     return (f"lowwater run: reading {src.format} from {src.path}{found}; checkpoint {cfg.output.checkpoint}: "
             f"{state}; outputs {cfg.output.path} ({mode})")

@@ -204,3 +204,16 @@ def test_a_drained_checkpoint_refuses_new_rows_unless_asked_to_continue(spark, t
         assert frame.filter(F.year(column) <= 1970).count() == 0, kind
     results = spark.read.parquet(str(out / "results"))
     assert results.filter(F.col("batch_id") == final.step).count() == 0  # too late: no window changed
+
+
+def test_a_checkpoint_of_spark_s_file_source_is_refused_not_misread(spark, tmp_path):
+    """Offsets of the older file source (modification-time order) cannot be resumed in name order."""
+    cfg = parse_config(config(), base_dir=tmp_path)
+    land(Path(cfg.source.path), "part-0.jsonl", ROWS, 1_000)
+    offsets = Path(cfg.output.checkpoint) / "spark" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{"logOffset":0}\n')
+    with pytest.raises(ConfigError, match=r"^output.checkpoint: .* written by an older lowwater .*to start fresh"):
+        Engine(cfg, spark)
+    (offsets / "1").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{"position":1}\n')
+    Engine(cfg, spark).close()  # the file log's offsets resume

@@ -111,7 +111,7 @@ def test_every_spark_type_reaches_late_dead_letter_and_postgres(spark, pg_server
     cfg = parse_config(typed_config(kind="postgres", postgres={
         "url": pg_server.url, "results_table": "tr", "late_table": "tl", "dead_letter_table": "td",
         "metrics_table": "tm"}), tmp_path)
-    engine = Engine(cfg, spark)
+    engine = Engine(cfg, spark, after_drain=True)  # the file after the drain is judged, not refused
     types = {f.name: f.dataType for f in engine.schema.fields}
     assert isinstance(types["event_time"], T.TimestampType) and isinstance(types["local_ts"], T.TimestampNTZType)
     assert isinstance(types["amount"], T.DecimalType) and isinstance(types["attrs"], T.MapType)

@@ -164,7 +164,8 @@ def write_landing_zone(df: pd.DataFrame, directory: str | Path, file_span_s: flo
     Rows go in arrival order; files are named ``part-00000.jsonl``, ... so that
     name order is arrival order (empty spans make no file). Each file's mtime is
     the end of its span on the arrival clock (at least 1 s after the previous
-    one), because Spark's file source picks files up by modification time.
+    one), as files landing one by one would have (the engine reads them in name
+    order whatever their modification times).
     Stale ``part-*.jsonl`` files in ``directory`` are removed first.
     """
     if file_span_s <= 0:

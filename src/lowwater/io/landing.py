@@ -42,7 +42,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from lowwater.config import SourceConfig
+from lowwater.config import ConfigError, PipelineConfig, SourceConfig
+from lowwater.io.checkpoint import start_fresh
 from lowwater.io.filelog import FileLog
 from lowwater.io.files import empty_batch, read_batch
 from lowwater.io.source import Admitted
@@ -192,3 +193,23 @@ class LandingSource:
             if thread is not None:
                 thread.join()
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def check_resumable(fs: HadoopFS, spark_checkpoint: str, cfg: PipelineConfig) -> None:
+    """Refuse, in one line, a checkpoint whose source offsets are not file log positions.
+
+    A checkpoint written by a lowwater that read the landing directory through
+    Spark's own file source (``{"logOffset": n}``, files in modification-time
+    order) cannot be resumed in name order: its micro-batches named other files.
+    """
+    offsets = f"{spark_checkpoint.rstrip('/')}/offsets"
+    if not fs.exists(offsets):
+        return
+    batches = sorted((int(n) for n in fs.list_names(offsets) if n.isdigit()), reverse=True)
+    if not batches:
+        return
+    last = fs.read_text(f"{offsets}/{batches[0]}").strip().splitlines()[-1]
+    if '"position"' not in last:
+        msg = (f"output.checkpoint: {cfg.output.checkpoint} was written by an older lowwater (Spark's file source, "
+               f"offset {last}) and cannot be resumed with files in name order; {start_fresh(cfg)}")
+        raise ConfigError(msg)

@@ -45,6 +45,7 @@ from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, La
 from lowwater.core.tracker import PartitionCodes, TrackerState, WatermarkTracker
 from lowwater.io.checkpoint import admit_after_drain, check_fingerprint, fingerprint
 from lowwater.io.files import CORRUPT, PARSE_CONF, resolve_schema
+from lowwater.io.landing import check_resumable
 from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.io.source import Admitted, StreamSource, open_source
@@ -275,6 +276,7 @@ class Engine:
         self.source: StreamSource | None = None
         started = self.fs.exists(f"{cfg.output.checkpoint.rstrip('/')}/spark/offsets") or self.store.latest().step >= 0
         check_fingerprint(self.fs, self.lw_dir, cfg, fingerprint(cfg, self.schema.simpleString()), started)
+        check_resumable(self.fs, f"{cfg.output.checkpoint.rstrip('/')}/spark", cfg)  # offsets of an older source
 
     def close(self) -> None:
         """Give back the output path's lock (idempotent; :meth:`run` does it when it ends)."""
