@@ -86,7 +86,12 @@ def _sort_codes(values: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Judgement:
-    """Verdicts for a batch already in arrival order."""
+    """Verdicts for a batch already in arrival order.
+
+    Arrays are over the batch's *data* rows: marker rows of punctuated sources
+    move the watermark but are not data (SEMANTICS.md §2), so they get no
+    window and no verdict; ``data`` says where the data rows sit in the batch.
+    """
 
     event_us: np.ndarray  # clipped event times
     watermark_us: np.ndarray  # W(r) per row
@@ -95,6 +100,30 @@ class Judgement:
     verdict: np.ndarray  # Lateness code per pair
     row_verdict: np.ndarray  # worst verdict per row
     clipped: np.ndarray  # bool per row
+    data: np.ndarray | None = None  # positions of the data rows in the batch (None: every row is data)
+    markers: int = 0  # marker rows consumed (not data)
+
+
+def clip_per_source(
+    event_us: np.ndarray,
+    arrival_us: np.ndarray | None,
+    skew_by_source: dict[str, int | None],
+    sources: np.ndarray | str | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """SEMANTICS.md §5 with each source's own ``max_future_skew`` (``sources``: one name or a name per row)."""
+    if sources is None or isinstance(sources, str):
+        skews = list(skew_by_source.values())
+        skew = skew_by_source.get(sources, None) if isinstance(sources, str) else (skews[0] if skews else None)
+        return clip_future(event_us, arrival_us, skew)
+    ev = np.asarray(event_us, dtype=np.int64).copy()
+    mask = np.zeros(len(ev), dtype=bool)
+    names = np.asarray(sources)
+    for name, skew in skew_by_source.items():
+        rows = np.flatnonzero(names == name)
+        if skew is None or not len(rows):
+            continue
+        ev[rows], mask[rows] = clip_future(ev[rows], None if arrival_us is None else arrival_us[rows], skew)
+    return ev, mask
 
 
 def judge(
@@ -104,21 +133,39 @@ def judge(
     partitions: np.ndarray,
     event_us: np.ndarray,
     arrival_us: np.ndarray | None = None,
+    *,
+    sources: np.ndarray | str | None = None,
+    markers: np.ndarray | None = None,
 ) -> Judgement:
-    """Advance ``tracker`` over rows in arrival order and judge every (row, window) pair."""
-    event, clipped = clip_future(event_us, arrival_us, tracker.strategy.max_future_skew_us)
+    """Advance ``tracker`` over rows in arrival order and judge every (row, window) pair.
+
+    ``sources`` names each row's source for a tracker of several sources (see
+    :meth:`WatermarkTracker.advance`); ``markers`` is True on marker rows of
+    punctuated sources, which are fed to the tracker and then left out.
+    """
+    skew = {name: s.max_future_skew_us for name, s in tracker.strategies.items()}
+    event, clipped = clip_per_source(event_us, arrival_us, skew, sources)
     seq0 = tracker.state.rows_seen
-    w_row = tracker.advance(partitions, event, arrival_us)
+    w_row = tracker.advance(partitions, event, arrival_us, sources=sources, markers=markers)
+    seq = seq0 + np.arange(len(event), dtype=np.int64)
+    data = None
+    n_markers = 0
+    if markers is not None and bool(np.any(markers)):
+        data = np.flatnonzero(~np.asarray(markers, dtype=bool))
+        n_markers = len(event) - len(data)
+        event, w_row, seq, clipped = event[data], w_row[data], seq[data], clipped[data]
     pairs = assigner.assign(event)
     verdict = classify(pairs.end, w_row[pairs.row], grace_us)
     return Judgement(
         event_us=event,
         watermark_us=w_row,
-        seq=seq0 + np.arange(len(event), dtype=np.int64),
+        seq=seq,
         pairs=pairs,
         verdict=verdict,
         row_verdict=row_verdicts(pairs.row, verdict, len(event)),
         clipped=clipped,
+        data=data,
+        markers=n_markers,
     )
 
 
