@@ -143,7 +143,11 @@ class LandingSource:
         return reader.option("max_files", str(self.src.max_files_per_batch or "")).load()
 
     def admit(self, batch: DataFrame) -> Admitted:
-        positions = sorted(int(r[0]) for r in batch.collect())
+        return self.admit_positions([int(r[0]) for r in batch.collect()])
+
+    def admit_positions(self, positions: list[int]) -> Admitted:
+        """The rows of the file log's ``positions`` (a micro-batch's range; the same after a replay)."""
+        positions = sorted(positions)
         if not positions:
             return Admitted(empty_batch(self.spark, self.src, self.schema))
         if positions != list(range(positions[0], positions[-1] + 1)):

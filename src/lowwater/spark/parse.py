@@ -116,24 +116,44 @@ def _first_reason(checks: list[tuple[Column, Column | str]]) -> Column:
 
 
 def normalise(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
-    """Add the engine's columns (see module docstring) to a batch of raw input rows.
+    """Add the engine's columns (see module docstring) to a batch of raw input rows of the only source."""
+    return normalise_source(df, cfg.source, tuple(cfg.window.value_columns))
+
+
+def normalise_source(df: DataFrame, src: SourceConfig, value_columns: tuple[str, ...], named: bool = False) -> DataFrame:
+    """Add the engine's columns to a batch of one source's raw rows.
+
+    ``named`` (a pipeline of ``[[source]]`` tables) adds what a union of sources
+    needs: ``_source`` (the source's name), ``_skew_us`` (its
+    ``max_future_skew``, applied per row by the executors) and a ``_psort`` that
+    is a string for every source (partitions of a number type zero-padded so
+    they still sort as numbers), so the sources' rows share one schema.
 
     The expressions depend only on the schema and the configuration: built once
     per SparkContext (``columns.memo``), not once per micro-batch.
     """
     schema = df.schema
-    key = ("normalise", schema.json(), cfg.source, tuple(cfg.window.value_columns))
-    return select_built(df, key, lambda: ["*", *_engine_columns(schema, cfg)])
+    key = ("normalise", schema.json(), src, value_columns, named)
+    return select_built(df, key, lambda: ["*", *_engine_columns(schema, src, value_columns, named)])
 
 
-def _engine_columns(schema: T.StructType, cfg: PipelineConfig) -> list[Column]:
-    src = cfg.source
+MARKER_WITHOUT_EVENT_TIME = "marker row without event_time"
+
+
+def _engine_columns(
+    schema: T.StructType, src: SourceConfig, value_columns: tuple[str, ...], named: bool
+) -> list[Column]:
     types = {f.name: f.dataType for f in schema.fields}
     ev_raw = F.col(src.event_time)
     event_us = time_us(ev_raw, types[src.event_time], src.unit_us)
     checks: list[tuple[Column, Column | str]] = []
     if CORRUPT in types:
         checks.append((F.col(CORRUPT).isNotNull(), _malformed_reason(schema, src.format)))
+    marker: Column = F.lit(False)
+    if src.marker:
+        # A marker carries the proven timestamp in the event-time column: without one it proves nothing.
+        marker = F.coalesce(F.col(src.marker).cast("boolean"), F.lit(False))
+        checks.append((marker & ev_raw.isNull(), f"{MARKER_WITHOUT_EVENT_TIME} ({src.event_time})"))
     checks.append((ev_raw.isNull(), f"missing event_time ({src.event_time})"))
     if unit_matters(types[src.event_time]):
         checks.append((
@@ -162,21 +182,30 @@ def _engine_columns(schema: T.StructType, cfg: PipelineConfig) -> list[Column]:
         if isinstance(off_type, _INTEGRAL):
             offset = raw_offset.cast("long")
         checks.append((offset.isNull(), f"missing or non-integer offset ({src.offset})"))
-    for c in cfg.window.value_columns:
+    for c in value_columns:
+        if c not in types:  # a value column another source has (checked per source at start)
+            continue
         if not isinstance(types[c], _NUMERIC):
             bad = F.col(c).isNotNull() & F.col(c).cast("string").try_cast("double").isNull()
             checks.append((bad, f"not a number: {c}"))
     part_type = types[src.partition] if src.partition else T.StringType()
     part = F.col(src.partition).cast("string") if src.partition else F.lit("0")
     psort = F.col(src.partition) if src.partition and isinstance(part_type, _NUMERIC) else part
-    return [
+    if named and src.partition and isinstance(part_type, _NUMERIC):
+        psort = F.lpad(F.col(src.partition).cast("long").cast("string"), 20, "0")
+    out = [
         event_us.alias("_event_us"),
         arrival_us.alias("_arrival_us"),
         part.alias("_part"),
         psort.alias("_psort"),
         offset.alias("_offset"),
         _first_reason(checks).alias("_dead"),
+        marker.alias("_marker"),
     ]
+    if named:
+        skew = src.watermark.max_future_skew_us
+        out += [F.lit(src.name).alias("_source"), F.lit(skew).cast("long").alias("_skew_us")]
+    return out
 
 
 def value_column(name: str) -> Column:

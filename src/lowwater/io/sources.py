@@ -1,0 +1,121 @@
+"""Several landing directories as one stream: the sources of a ``[[source]]`` pipeline.
+
+Each source keeps its own file log (``<checkpoint>/lowwater/sources/<name>/``)
+and its own Python streaming source, so Spark checkpoints each one's offsets
+and a micro-batch takes whatever every source has (each cut on its own;
+``max_files_per_batch`` per source). The query runs on the union of the
+sources' position streams, each tagged with its source's name; ``admit``
+reads each source's files with its own format and schema, normalises them
+with its own columns (``spark/parse.normalise_source``) and lays them out in
+one schema (:func:`union_layout`): the window's key and value columns, every
+source's other columns (null where a source lacks one) and the engine's
+columns, ``_source`` among them. Which rows may be judged now is the arrival
+frontier's business (``core/frontier.py``), not the source's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from functools import reduce
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lowwater.config import PipelineConfig
+from lowwater.io.files import CORRUPT
+from lowwater.io.landing import LandingSource
+from lowwater.io.source import Admitted
+from lowwater.spark.parse import normalise_source
+
+# The engine's columns of a normalised row (spark/parse.py), with their types in a union.
+ENGINE_COLUMNS = T.StructType([
+    T.StructField(CORRUPT, T.StringType()),
+    T.StructField("_file", T.StringType()),
+    T.StructField("_block", T.LongType()),
+    T.StructField("_event_us", T.LongType()),
+    T.StructField("_arrival_us", T.LongType()),
+    T.StructField("_part", T.StringType()),
+    T.StructField("_psort", T.StringType()),
+    T.StructField("_offset", T.LongType()),
+    T.StructField("_dead", T.StringType()),
+    T.StructField("_marker", T.BooleanType()),
+    T.StructField("_source", T.StringType()),
+    T.StructField("_skew_us", T.LongType()),
+])
+
+
+def union_payload(spark: SparkSession, schemas: dict[str, T.StructType]) -> T.StructType:
+    """The input columns of every source in one schema (first source's order, then new columns).
+
+    A column that two sources type differently takes the type Spark's union
+    widens them to (e.g. int and long: long); one a union cannot reconcile
+    stops the run at start with Spark's message.
+    """
+    frames = [spark.createDataFrame([], schema) for schema in schemas.values()]
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames).schema
+
+
+def union_layout(payload: T.StructType) -> T.StructType:
+    """The schema every source's normalised rows are laid out in."""
+    return T.StructType([*payload.fields, *ENGINE_COLUMNS.fields])
+
+
+def to_layout(df: DataFrame, layout: T.StructType) -> DataFrame:
+    """One source's normalised rows in the union's schema (missing columns null)."""
+    have = set(df.columns)
+    return df.select(*[
+        (F.col(f.name) if f.name in have else F.lit(None)).cast(f.dataType).alias(f.name) for f in layout.fields
+    ])
+
+
+class UnionSource:
+    """The sources of a ``[[source]]`` pipeline as one :class:`~lowwater.io.source.StreamSource`."""
+
+    def __init__(
+        self, spark: SparkSession, cfg: PipelineConfig, schemas: dict[str, T.StructType], state_dir: str
+    ) -> None:
+        self.spark = spark
+        self.cfg = cfg
+        self.values = tuple(cfg.window.value_columns)
+        self.layout = union_layout(union_payload(spark, schemas))
+        self.parts = {
+            s.name: LandingSource(spark, s, schemas[s.name], source_state_dir(state_dir, s.name)) for s in cfg.sources
+        }
+        self.configs = {s.name: s for s in cfg.sources}
+
+    def stream(self) -> DataFrame:
+        frames = [src.stream().select(F.lit(name).alias("_src"), "position") for name, src in self.parts.items()]
+        return reduce(lambda a, b: a.union(b), frames)
+
+    def admit(self, batch: DataFrame) -> Admitted:
+        positions: dict[str, list[int]] = {name: [] for name in self.parts}
+        for row in batch.collect():
+            positions[row[0]].append(int(row[1]))
+        frames, files, out_of_order, n_ooo = [], [], [], 0
+        for name, src in self.parts.items():
+            got = src.admit_positions(positions[name])
+            rows = normalise_source(got.rows, self.configs[name], self.values, named=True)
+            frames.append(to_layout(rows, self.layout))
+            files += [f"{name}:{f}" for f in got.files]
+            out_of_order += [f"{name}:{f}" for f in got.out_of_order]
+            n_ooo += got.out_of_order_rows
+        rows = reduce(lambda a, b: a.unionByName(b), frames)
+        return Admitted(rows, tuple(files), tuple(out_of_order), n_ooo)
+
+    def empty(self) -> DataFrame:
+        """No rows, in the union's schema (a step that only judges held rows)."""
+        return self.spark.createDataFrame([], self.layout)
+
+    @contextmanager
+    def watching(self, poll_s: float | None) -> Iterator[None]:
+        with ExitStack() as stack:
+            for src in self.parts.values():
+                stack.enter_context(src.watching(poll_s))
+            yield
+
+
+def source_state_dir(state_dir: str, name: str) -> str:
+    """Where one named source keeps its file log and saved schema."""
+    return f"{state_dir.rstrip('/')}/sources/{name}"
