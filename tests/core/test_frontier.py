@@ -31,7 +31,13 @@ def test_frontier_is_the_slowest_source():
     f.deliver(st_, np.array(["b"]), np.array([20]))
     assert f.frontier_us(st_) == 20
     assert f.holder(st_) == "b"
-    assert f.ready(np.array([19, 20, 21]), 20).tolist() == [True, False, False]
+    # a's rows after 20 wait for b; a's row at 20 sorts before anything b may still deliver at 20
+    # ((20, "a") < (20, "b")); b never waits for itself.
+    ready = f.ready(st_, np.array(["a", "a", "a", "b"]), np.array([19, 20, 21, 20]))
+    assert ready.tolist() == [True, True, False, True]
+    # b at 600 waits: a may still deliver at 600, and (600, "a") sorts first
+    ready = f.ready(st_, np.array(["b", "b"]), np.array([20, 600]))
+    assert ready.tolist() == [True, False]
 
 
 def test_idle_source_stops_holding_after_its_timeout():
@@ -102,6 +108,8 @@ def multi_source_logs(draw):
         arrival = np.cumsum(gaps) * S
         delay = np.array(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n))) * S
         part = np.array(draw(st.lists(st.sampled_from(["0", "1"]), min_size=n, max_size=n)))
+        by = np.lexsort([part, arrival])  # a source's log is in its own arrival order
+        arrival, delay, part = arrival[by], delay[by], part[by]
         cuts = sorted(set(draw(st.lists(st.integers(1, max(1, n - 1)), max_size=4))))
         logs[name] = (arrival, arrival - delay, part, cuts)
     return logs
@@ -134,9 +142,12 @@ def _cut_and_held(logs):
         if new:
             frontier.deliver(fstate, np.array([r[1] for r in new]), np.array([r[0] for r in new]))
         pool = held + new
-        f_us = POS_INF if k == steps else frontier.frontier_us(fstate)
-        ready = [r for r in pool if r[0] < f_us]
-        held = [r for r in pool if r[0] >= f_us]
+        if k == steps:
+            mask = [True] * len(pool)
+        else:
+            mask = frontier.ready(fstate, np.array([r[1] for r in pool]), np.array([r[0] for r in pool])).tolist()
+        ready = [r for r, m in zip(pool, mask, strict=True) if m]
+        held = [r for r, m in zip(pool, mask, strict=True) if not m]
         if not ready:
             continue
         order = arrival_order(len(ready), np.array([r[0] for r in ready]),

@@ -92,7 +92,7 @@ class ArrivalFrontier:
         return out
 
     def frontier_us(self, state: FrontierState) -> int:
-        """``F``: rows arriving strictly before it may be judged (``POS_INF`` when no source holds it)."""
+        """``F``, the earliest latest arrival of the sources that hold it (``POS_INF``: none does)."""
         idle = set(self.idle(state))
         holding = [state.latest_us.get(name, NEG_INF) for name in self.idle_timeout_us if name not in idle]
         return min(holding, default=POS_INF)
@@ -105,7 +105,29 @@ class ArrivalFrontier:
         )
         return holding[0][1] if holding else None
 
-    @staticmethod
-    def ready(arrival_us: np.ndarray, frontier_us: int) -> np.ndarray:
-        """Mask of rows that may be judged now (``arrival < F``)."""
-        return np.asarray(arrival_us, dtype=np.int64) < frontier_us
+    def ready(self, state: FrontierState, sources: np.ndarray, arrival_us: np.ndarray) -> np.ndarray:
+        """Mask of rows that may be judged now.
+
+        A row of source ``s`` arriving at ``a`` is ready when every *other*
+        holding source ``t`` can only deliver rows after it in arrival order:
+        ``(a, s) < (latest_t, t)``. A source's own later rows come after its
+        earlier ones (its files are in arrival order), so one source alone
+        never waits for itself; the ready rows are always a prefix of the
+        arrival order of what was delivered.
+        """
+        arr = np.asarray(arrival_us, dtype=np.int64)
+        names = np.asarray(sources)
+        idle = set(self.idle(state))
+        holding = sorted(
+            (state.latest_us.get(name, NEG_INF), name) for name in self.idle_timeout_us if name not in idle
+        )
+        out = np.zeros(len(arr), dtype=bool)
+        for name in np.unique(names).tolist():
+            rows = names == name
+            others = [(a, t) for a, t in holding if t != name]
+            if not others:
+                out[rows] = True
+                continue
+            bound, first = others[0]
+            out[rows] = (arr[rows] < bound) | ((arr[rows] == bound) & (name < first))
+        return out
