@@ -188,7 +188,8 @@ def _run(
 
     try:
         cfg = load_config(config, overrides)
-        check_source_path(cfg.source, cfg.base_dir)
+        for src in cfg.sources:
+            check_source_path(src, cfg.base_dir)
         hold(cfg)  # one run per output path: a second one refuses here, before Spark starts (io/lock.py)
         _wait_for_files(cfg, once)
     except ConfigError as e:

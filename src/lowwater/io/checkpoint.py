@@ -14,8 +14,8 @@ settings, the window (type, size, slide, offset, gap, allowed lateness, keys,
 aggregations in their order, accumulation) and the early trigger. Everything
 else -- Spark settings, ``max_files_per_batch``, ``trigger.interval``,
 ``late.policy``, the PostgreSQL sink and its credentials -- may change between
-runs. A new key is one more entry in the dict (issue 13's ``[[source]]``
-lists become ``source[i].…`` keys).
+runs. A new key is one more entry in the dict; ``[[source]]`` tables give
+``source.<name>.…`` keys (:func:`fingerprint`).
 
 A **drained** checkpoint (``--drain``: the input was declared finished, ``W =
 +inf``) refuses a micro-batch with rows (:func:`admit_after_drain`) unless the
@@ -29,7 +29,7 @@ import json
 import logging
 from typing import Protocol
 
-from lowwater.config import ConfigError, PipelineConfig
+from lowwater.config import ConfigError, PipelineConfig, SourceConfig, describe_generator, describe_strategy
 from lowwater.time import format_duration_us
 
 log = logging.getLogger("lowwater")
@@ -66,28 +66,25 @@ def _opt(value: str | None) -> str:
     return "unset" if value is None else value
 
 
-def fingerprint(cfg: PipelineConfig, schema: str) -> dict[str, str]:
+def fingerprint(cfg: PipelineConfig, schema: str | dict[str, str]) -> dict[str, str]:
     """Every setting that shapes state and outputs, as named string values.
 
-    ``schema`` is the input schema the run reads (``StructType.simpleString()``).
+    ``schema`` is the input schema the run reads (``StructType.simpleString()``):
+    one string for a single ``[source]``, or a dict source name → schema string
+    for ``[[source]]`` tables (a single string is accepted when there is one source).
+
+    A single ``[source]`` gives the keys it always gave (``source.path``,
+    ``watermark.max_out_of_orderness``, ...), so existing checkpoints are still
+    accepted; a strategy other than bounded adds ``watermark.strategy``.
+    ``[[source]]`` tables give ``source.<name>.<key>`` per source, with the
+    whole strategy as one text in ``source.<name>.watermark``, and
+    ``source.path`` lists the sources' names: it is the key both layouts share,
+    so switching between them, or adding or removing a source, is refused.
     """
-    src, wm, win = cfg.source, cfg.watermark, cfg.window
-    early = cfg.early
+    keys = _single_source_keys(cfg, schema) if not cfg.named_sources else _named_source_keys(cfg, schema)
+    win, early = cfg.window, cfg.early
     return {
-        "source.format": src.format,
-        "source.path": src.path,
-        "source.schema": schema,
-        "source.event_time": src.event_time,
-        "source.partition": _opt(src.partition),
-        "source.offset": _opt(src.offset),
-        "source.arrival_time": _opt(src.arrival_time),
-        "source.time_unit": src.time_unit,
-        "watermark.max_out_of_orderness": _dur(wm.max_out_of_orderness_us),
-        "watermark.out_of_orderness_by_partition": ", ".join(
-            f"{p}={_dur(b)}" for p, b in sorted(wm.per_partition_us)) or "unset",
-        "watermark.idle_timeout": _dur(wm.idle_timeout_us),
-        "watermark.partitions": ", ".join(sorted(wm.declared_partitions)) or "unset",
-        "watermark.max_future_skew": _dur(wm.max_future_skew_us),
+        **keys,
         "window.type": win.type,
         "window.size": _dur(win.size_us) if not win.is_session else "unset",
         "window.slide": _dur(win.slide_us),
@@ -100,6 +97,56 @@ def fingerprint(cfg: PipelineConfig, schema: str) -> dict[str, str]:
         "trigger.early": "unset" if early is None else (
             f"every {early.every_rows} rows" if early.every_rows is not None else f"every {_dur(early.every_us)}"),
     }
+
+
+def _schema_of(schema: str | dict[str, str], src: SourceConfig) -> str:
+    if isinstance(schema, str):
+        return schema
+    if src.name not in schema and len(schema) == 1:
+        return next(iter(schema.values()))
+    return schema[src.name]
+
+
+def _single_source_keys(cfg: PipelineConfig, schema: str | dict[str, str]) -> dict[str, str]:
+    src, wm = cfg.source, cfg.watermark
+    keys = {
+        "source.format": src.format,
+        "source.path": src.path,
+        "source.schema": _schema_of(schema, src),
+        "source.event_time": src.event_time,
+        "source.partition": _opt(src.partition),
+        "source.offset": _opt(src.offset),
+        "source.arrival_time": _opt(src.arrival_time),
+        "source.time_unit": src.time_unit,
+        "watermark.max_out_of_orderness": _dur(wm.max_out_of_orderness_us),
+        "watermark.out_of_orderness_by_partition": ", ".join(
+            f"{p}={_dur(b)}" for p, b in sorted(wm.per_partition_us)) or "unset",
+        "watermark.idle_timeout": _dur(wm.idle_timeout_us),
+        "watermark.partitions": ", ".join(sorted(wm.declared_partitions)) or "unset",
+        "watermark.max_future_skew": _dur(wm.max_future_skew_us),
+    }
+    if wm.kind != "bounded":  # only then, so a bounded checkpoint's fingerprint is what it always was
+        # A key both sides have must change, or a switch from bounded would go unnoticed (new keys are not compared).
+        keys["watermark.max_out_of_orderness"] = f"unset (strategy = {wm.kind})"
+        keys["watermark.strategy"] = describe_generator(wm)
+    return keys
+
+
+def _named_source_keys(cfg: PipelineConfig, schema: str | dict[str, str]) -> dict[str, str]:
+    keys = {"source.path": "[[source]] " + ", ".join(s.name for s in cfg.sources)}
+    for src in cfg.sources:
+        keys.update({
+            src.key("format"): src.format,
+            src.key("path"): src.path,
+            src.key("schema"): _schema_of(schema, src),
+            src.key("event_time"): src.event_time,
+            src.key("partition"): _opt(src.partition),
+            src.key("offset"): _opt(src.offset),
+            src.key("arrival_time"): _opt(src.arrival_time),
+            src.key("time_unit"): src.time_unit,
+            src.key("watermark"): describe_strategy(src.watermark),
+        })
+    return keys
 
 
 def differences(saved: dict[str, str], current: dict[str, str]) -> list[str]:

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
 
-from lowwater.config import ConfigError, PipelineConfig, SourceConfig
+from lowwater.config import ConfigError, PipelineConfig, SourceConfig, check_columns
 from lowwater.io.checkpoint import start_fresh
 
 CORRUPT = "_corrupt_record"
@@ -62,18 +62,19 @@ def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
         try:
             parsed = _parse_datatype_string(src.schema)
         except Exception as e:  # noqa: BLE001 - Spark's parser raises many types
-            msg = f"source.schema: cannot parse {src.schema!r}: {str(e).splitlines()[0]}"
+            msg = f"{src.key('schema')}: cannot parse {src.schema!r}: {str(e).splitlines()[0]}"
             raise ConfigError(msg) from None
         if not isinstance(parsed, StructType):
-            msg = "source.schema: expected a list of `name TYPE` columns"
+            msg = f"{src.key('schema')}: expected a list of `name TYPE` columns"
             raise ConfigError(msg)
         return parsed
     if "://" not in src.path:
         if not glob.has_magic(src.path) and not Path(src.path).exists():
-            msg = f"source.path: {src.path} does not exist"
+            msg = f"{src.key('path')}: {src.path} does not exist"
             raise ConfigError(msg)
         if not _has_files(src.path):
-            msg = f"source.path: {src.path} has no files to infer the schema from; add files or set source.schema"
+            msg = (f"{src.key('path')}: {src.path} has no files to infer the schema from; add files or set "
+                   f"{src.key('schema')}")
             raise ConfigError(msg)
     reader = spark.read.format(_READER[src.format])
     for k, v in _reader_options(src).items():
@@ -114,20 +115,7 @@ def resolve_schema(spark: SparkSession, cfg: PipelineConfig, state_dir: str | No
             _check_same(infer_schema(spark, cfg.source), schema, str(saved), cfg)
     else:
         schema = infer_schema(spark, cfg.source)
-    names = set(schema.fieldNames())
-    roles = {
-        cfg.source.event_time: "source.event_time",
-        **({cfg.source.partition: "source.partition"} if cfg.source.partition else {}),
-        **({cfg.source.offset: "source.offset"} if cfg.source.offset else {}),
-        **({cfg.source.arrival_time: "source.arrival_time"} if cfg.source.arrival_time else {}),
-        **{k: "window.key" for k in cfg.window.key},
-        **{c: "window.aggregations" for c in cfg.window.value_columns},
-    }
-    for col in cfg.required_columns:
-        if col not in names:
-            known = ", ".join(sorted(names))
-            msg = f"{roles.get(col, 'config')}: column {col!r} not found in the input (columns: {known})"
-            raise ConfigError(msg)
+    check_columns(cfg, {cfg.source.name: schema.fieldNames()})
     if saved is not None and not saved.exists():
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps(schema.jsonValue()))

@@ -1,0 +1,177 @@
+"""The whole pipeline: one parse function per section, assembled into :class:`PipelineConfig`."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lowwater.config.errors import ConfigError, check_keys, table
+from lowwater.config.output import OUTPUT_KEYS, OutputConfig, parse_output
+from lowwater.config.overrides import apply_overrides
+from lowwater.config.runtime import (
+    LATE_KEYS,
+    SPARK_KEYS,
+    TRIGGER_KEYS,
+    SparkConfig,
+    parse_late,
+    parse_spark,
+    parse_trigger,
+)
+from lowwater.config.source import SOURCE_KEYS, SourceConfig, parse_sources
+from lowwater.config.window import WINDOW_KEYS, WindowConfig, parse_window
+from lowwater.core.lateness import LatePolicy
+from lowwater.core.triggers import EarlyTrigger
+from lowwater.core.watermarks import WatermarkStrategy
+
+# The sections and their keys; ``[watermark]``'s keys depend on its strategy (core/watermarks/builder.py).
+SECTIONS: dict[str, frozenset[str] | None] = {
+    "source": SOURCE_KEYS,
+    "watermark": None,
+    "window": WINDOW_KEYS,
+    "trigger": TRIGGER_KEYS,
+    "late": LATE_KEYS,
+    "output": OUTPUT_KEYS,
+    "spark": SPARK_KEYS,
+}
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """A validated pipeline: its sources (each with its watermark strategy), the window, the outputs.
+
+    Most of the code base reads one source through :attr:`source` and
+    :attr:`watermark`; with several sources those raise a :class:`ConfigError`,
+    so a command that handles one source only says so in one line.
+    """
+
+    sources: tuple[SourceConfig, ...]
+    window: WindowConfig
+    late_policy: LatePolicy
+    output: OutputConfig
+    spark: SparkConfig
+    base_dir: str = "."
+    early: EarlyTrigger | None = None  # [trigger] early: provisional firings of open windows
+    # [trigger] interval: continuous runs start a micro-batch every interval (Spark's
+    # processing-time trigger) instead of as soon as the previous one ends.
+    trigger_interval_us: int | None = None
+    # Written as [[source]] tables: outputs then carry a `source` column, keys are source.<name>.<key>.
+    named_sources: bool = False
+
+    @property
+    def multi_source(self) -> bool:
+        return len(self.sources) > 1
+
+    @property
+    def source(self) -> SourceConfig:
+        """The only source."""
+        if len(self.sources) != 1:
+            names = ", ".join(s.name for s in self.sources)
+            msg = f"the configuration has {len(self.sources)} sources ({names}); this command reads one source only"
+            raise ConfigError(msg)
+        return self.sources[0]
+
+    @property
+    def watermark(self) -> WatermarkStrategy:
+        """The only source's watermark strategy."""
+        return self.source.watermark
+
+    @property
+    def strategies(self) -> dict[str, WatermarkStrategy]:
+        """Each source's strategy by name, in declaration order (what the tracker takes)."""
+        return {s.name: s.watermark for s in self.sources}
+
+    @property
+    def required_columns(self) -> list[str]:
+        """Input columns the pipeline reads from its only source."""
+        return self.columns_for(self.source)
+
+    def columns_for(self, source: SourceConfig) -> list[str]:
+        """Input columns read from ``source``: its own, then the window's key and value columns."""
+        return list(dict.fromkeys(source.required_columns + list(self.window.key) + self.window.value_columns))
+
+
+def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Sequence[str]]) -> None:
+    """Every column the pipeline reads exists in its source's schema (``schemas``: source name → columns).
+
+    The window's key and aggregation columns must exist in every source.
+    Sources missing from ``schemas`` are not checked (a caller may check as
+    each schema becomes known). One :class:`ConfigError` line names the key.
+    """
+    for src in cfg.sources:
+        if src.name not in schemas:
+            continue
+        names = set(schemas[src.name])
+        for col in cfg.columns_for(src):
+            if col in names:
+                continue
+            if col in cfg.window.value_columns:
+                role = "window.aggregations"
+            elif col in cfg.window.key:
+                role = "window.key"
+            else:
+                role = src.role_of(col) or "config"
+            known = ", ".join(sorted(names))
+            if src.named:
+                msg = f"{role}: column {col!r} is missing from source {src.name!r} (its columns: {known})"
+            else:
+                msg = f"{role}: column {col!r} not found in the input (columns: {known})"
+            raise ConfigError(msg)
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> PipelineConfig:
+    """Read and validate a ``lowwater run`` TOML file."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        msg = f"configuration file not found: {p}"
+        raise ConfigError(msg) from None
+    except tomllib.TOMLDecodeError as e:
+        msg = f"{p}: not valid TOML: {e}"
+        raise ConfigError(msg) from None
+    data = apply_overrides(data, overrides or [])
+    return parse_config(data, base_dir=p.resolve().parent)
+
+
+def _check_sections(data: dict[str, Any]) -> None:
+    """Unknown sections and keys first, so a typo is reported before what it causes."""
+    for section, value in data.items():
+        if section not in SECTIONS:
+            msg = f"unknown section [{section}] (expected one of {', '.join(sorted(SECTIONS))})"
+            raise ConfigError(msg)
+        if section == "source" and isinstance(value, list):
+            continue  # [[source]] tables: checked one by one, with their names (config/source.py)
+        table(section, value)
+        keys = SECTIONS[section]
+        if keys is not None:
+            check_keys(section, value, keys)
+    for section in ("source", "window", "output"):
+        if section not in data:
+            msg = f"missing section [{section}]"
+            raise ConfigError(msg)
+
+
+def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineConfig:
+    """Validate a configuration dict; every error names its key."""
+    base = Path(base_dir)
+    _check_sections(data)
+    sources, named = parse_sources(data, base)
+    window = parse_window(data["window"])
+    early, interval = parse_trigger(data.get("trigger", {}))
+    policy = parse_late(data.get("late", {}))
+    output = parse_output(data["output"], base)
+    spark = parse_spark(data.get("spark", {}))
+    return PipelineConfig(
+        sources=sources,
+        window=window,
+        late_policy=policy,
+        output=output,
+        spark=spark,
+        base_dir=str(base),
+        early=early,
+        trigger_interval_us=interval,
+        named_sources=named,
+    )

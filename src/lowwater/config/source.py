@@ -1,0 +1,198 @@
+"""Sources: one ``[source]`` (plus ``[watermark]``), or ``[[source]]`` tables each with its own watermark.
+
+One source keeps the keys it always had (``source.path``, ``watermark.*``).
+Several sources are an array of tables, each named and carrying an inline
+watermark table; their keys are ``source.<name>.<key>``::
+
+    [[source]]
+    name = "radar"
+    path = "landing/radar"
+    event_time = "sensor_ts"
+    arrival_time = "received_at"
+    watermark = { strategy = "bounded", max_out_of_orderness = "100ms" }
+
+Arrival order across sources is ``(arrival_time, source, partition, offset)``,
+so with several sources every source needs an arrival-time column.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from lowwater.config.errors import ConfigError, check_keys, text
+from lowwater.config.overrides import resolve
+from lowwater.config.watermark import check_strategy, parse_strategy
+from lowwater.core.tracker import DEFAULT_SOURCE
+from lowwater.core.watermarks import WatermarkStrategy
+from lowwater.time import US_PER
+
+FORMATS = ("jsonl", "csv", "parquet")
+TIME_UNITS = ("s", "ms", "us")
+SOURCE_KEYS = frozenset({
+    "format", "path", "partition", "offset", "arrival_time", "event_time", "time_unit", "max_files_per_batch",
+    "schema", "name",
+})
+NAMED_SOURCE_KEYS = SOURCE_KEYS | {"watermark"}
+# A name appears in keys (source.<name>.path, --set) and in output rows: no dots, no spaces.
+_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """One input: where its files are, which columns play which role, and its watermark strategy.
+
+    ``named`` is True for a ``[[source]]`` table: its keys are then spelled
+    ``source.<name>.<key>`` in messages (:meth:`key`).
+    """
+
+    format: str
+    path: str
+    event_time: str
+    partition: str | None = None
+    offset: str | None = None
+    arrival_time: str | None = None
+    time_unit: str = "s"
+    max_files_per_batch: int | None = None
+    schema: str | None = None
+    name: str = DEFAULT_SOURCE
+    watermark: WatermarkStrategy = field(default_factory=WatermarkStrategy)
+    named: bool = False
+
+    @property
+    def unit_us(self) -> int:
+        return US_PER[self.time_unit]
+
+    @property
+    def marker(self) -> str | None:
+        """The punctuated strategy's marker column, else None."""
+        return self.watermark.marker
+
+    @property
+    def required_columns(self) -> list[str]:
+        """This source's own columns (not the window's key and values), in role order."""
+        cols = [self.event_time]
+        cols += [c for c in (self.partition, self.offset, self.arrival_time, self.marker) if c]
+        return list(dict.fromkeys(cols))
+
+    @property
+    def where(self) -> str:
+        """The key prefix of this source in messages: ``source`` or ``source.<name>``."""
+        return f"source.{self.name}" if self.named else "source"
+
+    def key(self, key: str) -> str:
+        """A key of this source as the user spells it: ``source.path`` or ``source.radar.path``."""
+        return f"{self.where}.{key}"
+
+    @property
+    def watermark_key(self) -> str:
+        """Where this source's strategy is written: ``watermark`` or ``source.<name>.watermark``."""
+        return self.key("watermark") if self.named else "watermark"
+
+    def role_of(self, column: str) -> str | None:
+        """The key that names ``column`` (``source.partition``, ``watermark.marker``), or None."""
+        roles = {c: self.key(r) for r in ("event_time", "partition", "offset", "arrival_time")
+                 if (c := getattr(self, r))}
+        if self.marker:
+            roles[self.marker] = f"{self.watermark_key}.marker"
+        return roles.get(column)
+
+
+def check_source_path(src: SourceConfig, base_dir: str) -> None:
+    """A local source path must exist (checked before Spark starts; URLs are left to Spark)."""
+    if "://" in src.path or Path(src.path).exists():
+        return
+    msg = (f"{src.key('path')}: {src.path} does not exist (relative paths resolve against the configuration "
+           f"file's directory, {base_dir})")
+    raise ConfigError(msg)
+
+
+def parse_sources(data: dict[str, Any], base: Path) -> tuple[tuple[SourceConfig, ...], bool]:
+    """The sources and whether they were written as ``[[source]]`` (named) tables."""
+    raw = data.get("source")
+    if raw is None:
+        msg = "missing section [source]"
+        raise ConfigError(msg)
+    if isinstance(raw, dict):
+        check_keys("source", raw, SOURCE_KEYS)
+        src = parse_source(raw, base, name=text("source", "name", raw.get("name", DEFAULT_SOURCE)), named=False)
+        strategy = parse_strategy(data.get("watermark", {}), "watermark")
+        check_strategy(src, strategy, "watermark")
+        return (replace(src, watermark=strategy),), False
+    if not isinstance(raw, list) or not raw or not all(isinstance(t, dict) for t in raw):
+        msg = "[source] must be a table, or [[source]] tables (one per source)"
+        raise ConfigError(msg)
+    if "watermark" in data:
+        msg = ("[watermark]: with [[source]] tables each source has its own watermark table "
+               "(watermark = { strategy = ..., ... } inside the [[source]])")
+        raise ConfigError(msg)
+    sources = tuple(_parse_named(i, t, base) for i, t in enumerate(raw))
+    seen: set[str] = set()
+    for src in sources:
+        if src.name in seen:
+            msg = f"source.name: two sources are named {src.name!r}"
+            raise ConfigError(msg)
+        seen.add(src.name)
+    if len(sources) > 1:
+        for src in sources:
+            if not src.arrival_time:
+                msg = (f"{src.key('arrival_time')}: with several sources every source needs arrival_time: "
+                       "arrival order across sources is (arrival_time, source, partition, offset)")
+                raise ConfigError(msg)
+    return sources, True
+
+
+def _parse_named(index: int, t: dict[str, Any], base: Path) -> SourceConfig:
+    if "name" not in t:
+        msg = f"source.name: required in every [[source]] table (source number {index + 1} has none)"
+        raise ConfigError(msg)
+    name = t["name"]
+    if not isinstance(name, str) or not _NAME.match(name):
+        msg = (f"source.name: {name!r} is not a plain name (letters, digits, _ and -; "
+               "it is spelled in keys such as source.<name>.path)")
+        raise ConfigError(msg)
+    check_keys(f"source.{name}", t, NAMED_SOURCE_KEYS)
+    src = parse_source(t, base, name=name, named=True)
+    strategy = parse_strategy(t.get("watermark", {}), src.watermark_key)
+    check_strategy(src, strategy, src.watermark_key)
+    return replace(src, watermark=strategy)
+
+
+def parse_source(s: dict[str, Any], base: Path, name: str, named: bool) -> SourceConfig:
+    """One source's columns and files (its watermark is parsed by the caller)."""
+    where = f"source.{name}" if named else "source"
+    fmt = s.get("format", "jsonl")
+    if fmt not in FORMATS:
+        msg = f"{where}.format: {fmt!r} is not one of {', '.join(FORMATS)}"
+        raise ConfigError(msg)
+    for key in ("path", "event_time"):
+        if key not in s:
+            msg = f"{where}.{key} is required"
+            raise ConfigError(msg)
+    unit = s.get("time_unit", "s")
+    if unit not in TIME_UNITS:
+        msg = f"{where}.time_unit: {unit!r} is not one of {', '.join(TIME_UNITS)}"
+        raise ConfigError(msg)
+    mfb = s.get("max_files_per_batch")
+    if mfb is not None and (not isinstance(mfb, int) or isinstance(mfb, bool) or mfb < 1):
+        msg = f"{where}.max_files_per_batch: expected a positive integer, got {mfb!r}"
+        raise ConfigError(msg)
+
+    def opt(key: str) -> str | None:
+        return text(where, key, s[key]) if key in s else None
+
+    return SourceConfig(
+        format=fmt,
+        path=resolve(base, text(where, "path", s["path"])),
+        event_time=text(where, "event_time", s["event_time"]),
+        partition=opt("partition"),
+        offset=opt("offset"),
+        arrival_time=opt("arrival_time"),
+        time_unit=unit,
+        max_files_per_batch=mfb,
+        schema=opt("schema"),
+        name=name,
+        named=named,
+    )

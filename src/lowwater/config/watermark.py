@@ -1,0 +1,94 @@
+"""A source's watermark table: ``[watermark]`` (one ``[source]``) or ``watermark = { ... }`` (``[[source]]``).
+
+The table's own keys (``strategy`` and each strategy's keys) are read by
+:func:`lowwater.core.watermarks.strategy_from_table`, which knows every
+generator; this module adds the checks that need the source's columns: an
+arrival clock for idleness, clipping and adaptive ``L``; a partition column for
+idleness and declared partitions; a marker column that is not the event time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lowwater.config.errors import ConfigError
+from lowwater.core.watermarks import Adaptive, Punctuated, StrategyError, WatermarkStrategy, strategy_from_table
+from lowwater.time import format_duration_us
+
+if TYPE_CHECKING:
+    from lowwater.config.source import SourceConfig
+
+
+def parse_strategy(table: Any, where: str) -> WatermarkStrategy:
+    """The strategy of one watermark table; every error names ``<where>.<key>``."""
+    if not isinstance(table, dict):
+        msg = f"{where}: expected a table {{ strategy = \"bounded\" | \"punctuated\" | \"adaptive\", ... }}"
+        raise ConfigError(msg)
+    try:
+        return strategy_from_table(table, where=where)
+    except StrategyError as e:
+        raise ConfigError(str(e)) from None
+
+
+def check_strategy(src: SourceConfig, strategy: WatermarkStrategy, where: str) -> None:
+    """Refuse a strategy the source's columns cannot drive; ``where`` is the table's key (``watermark``)."""
+    at = src.where
+    if strategy.idle_timeout_us is not None and not src.arrival_time:
+        msg = f"{where}.idle_timeout: needs {at}.arrival_time (idleness is measured on the arrival clock)"
+        raise ConfigError(msg)
+    if isinstance(strategy.generator, Adaptive) and not src.arrival_time:
+        msg = (f"{where}.strategy: adaptive needs {at}.arrival_time (the delay arrival_time - event_time "
+               "is measured on the arrival clock)")
+        raise ConfigError(msg)
+    if strategy.max_future_skew_us is not None and not src.arrival_time:
+        msg = f"{where}.max_future_skew: needs {at}.arrival_time (event times are clamped to the arrival clock)"
+        raise ConfigError(msg)
+    if not src.partition and (strategy.declared_partitions or strategy.idle_timeout_us):
+        msg = f"{where}: partitions and idle_timeout need {at}.partition"
+        raise ConfigError(msg)
+    marker = strategy.marker
+    if marker is not None and marker in (src.event_time, src.partition, src.offset, src.arrival_time):
+        role = next(r for r in ("event_time", "partition", "offset", "arrival_time") if getattr(src, r) == marker)
+        msg = (f"{where}.marker: {marker!r} is {at}.{role}; the marker is its own boolean column "
+               "(a marker row carries the proven timestamp in the event-time column)")
+        raise ConfigError(msg)
+
+
+def _dur(us: int | None) -> str:
+    if us is None:
+        return "unset"
+    return format_duration_us(us) if us else "0s"
+
+
+def describe_strategy(strategy: WatermarkStrategy) -> str:
+    """A stable one-line text of every setting of ``strategy`` (fingerprints, logs).
+
+    >>> describe_strategy(WatermarkStrategy.for_bounded_out_of_orderness(3_000_000).with_idleness(60_000_000))
+    'bounded max_out_of_orderness=3s, idle_timeout=1m'
+    """
+    parts = [describe_generator(strategy)]
+    if strategy.idle_timeout_us is not None:
+        parts.append(f"idle_timeout={_dur(strategy.idle_timeout_us)}")
+    if strategy.declared_partitions:
+        parts.append(f"partitions=[{', '.join(sorted(strategy.declared_partitions))}]")
+    if strategy.max_future_skew_us is not None:
+        parts.append(f"max_future_skew={_dur(strategy.max_future_skew_us)}")
+    return ", ".join(parts)
+
+
+def describe_generator(strategy: WatermarkStrategy) -> str:
+    """The generator part of :func:`describe_strategy`: the strategy's name and its own keys."""
+    g = strategy.generator
+    if isinstance(g, Punctuated):
+        return f"punctuated marker={g.marker}"
+    if isinstance(g, Adaptive):
+        window = f"rows={g.rows}" if g.rows is not None else ""
+        if g.over_us is not None:
+            window = ", ".join(filter(None, [window, f"over={_dur(g.over_us)}"]))
+        return (f"adaptive target_quantile={g.target_quantile:g}, {window}, min_lateness={_dur(g.min_lateness_us)}, "
+                f"max_lateness={_dur(g.max_lateness_us)}")
+    text = f"bounded max_out_of_orderness={_dur(strategy.max_out_of_orderness_us)}"
+    if strategy.per_partition_us:
+        text += ", out_of_orderness_by_partition={" + ", ".join(
+            f"{p}={_dur(b)}" for p, b in sorted(strategy.per_partition_us)) + "}"
+    return text
