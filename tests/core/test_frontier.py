@@ -128,7 +128,7 @@ def _one_batch(logs):
 def _cut_and_held(logs):
     """Micro-batch k brings each source's k-th chunk; rows wait until the frontier passes them."""
     chunks = {}
-    for name, (arr, ev, part, cuts) in logs.items():
+    for name, (arr, _ev, _part, cuts) in logs.items():
         bounds = [0, *cuts, len(arr)]
         chunks[name] = [list(range(lo, hi)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo]
     steps = max(len(c) for c in chunks.values())

@@ -120,7 +120,9 @@ def normalise(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
     return normalise_source(df, cfg.source, tuple(cfg.window.value_columns))
 
 
-def normalise_source(df: DataFrame, src: SourceConfig, value_columns: tuple[str, ...], named: bool = False) -> DataFrame:
+def normalise_source(
+    df: DataFrame, src: SourceConfig, value_columns: tuple[str, ...], named: bool = False
+) -> DataFrame:
     """Add the engine's columns to a batch of one source's raw rows.
 
     ``named`` (a pipeline of ``[[source]]`` tables) adds what a union of sources
