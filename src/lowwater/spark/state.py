@@ -54,16 +54,29 @@ class Manifest:
     tracker: dict | None = None
     totals: dict[str, int] = field(default_factory=dict)
     drained: bool = False
+    # Several sources (``[[source]]``): the arrival frontier (core/frontier.py) and the rows
+    # delivered but held behind it (spark/held.py: {"version": step, "rows": n}).
+    frontier: dict | None = None
+    held: dict | None = None
+
+    @property
+    def held_rows(self) -> int:
+        return int(self.held["rows"]) if self.held else 0
 
     def to_json(self) -> str:
-        return json.dumps({
+        data = {
             "step": self.step,
             "spark_batch": self.spark_batch,
             "buckets": {str(k): vars(v) for k, v in sorted(self.buckets.items())},
             "tracker": self.tracker,
             "totals": self.totals,
             "drained": self.drained,
-        })
+        }
+        if self.frontier is not None:
+            data["frontier"] = self.frontier
+        if self.held is not None:
+            data["held"] = self.held
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:
@@ -75,6 +88,8 @@ class Manifest:
             tracker=d.get("tracker"),
             totals=d.get("totals", {}),
             drained=d.get("drained", False),
+            frontier=d.get("frontier"),
+            held=d.get("held"),
         )
 
     @property
