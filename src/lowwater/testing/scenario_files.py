@@ -21,6 +21,13 @@ row indices where a new micro-batch starts) and what must come out::
       too_late: |                # too-late rows: source, partition, event_time
         source partition event_time
       counts: {on_time: 2, late_updates: 0, too_late: 0, dead_letter: 0}
+      dead_letters:              # optional: (source, reason) of each dead letter
+        - {source: radar, reason: missing event_time (event_time)}
+
+Every part of ``expect`` is optional; counts are checked key by key
+(:data:`COUNT_KEYS`; ``markers`` and ``regressions`` from the tracker). The
+core path also reports ``W(r)`` per row, the ``L`` trajectory of each input
+and the emit latency of each window, for the assertions that compare runs.
 
 :func:`run_core` replays it with the core alone (arrival order, the tracker and
 its generators, ``judge``, and a reference fold of the on-time rows and late
@@ -41,12 +48,12 @@ import numpy as np
 import yaml
 
 from lowwater.config import PipelineConfig, parse_config
-from lowwater.core.judge import account, arrival_order, judge
+from lowwater.core.judge import account, arrival_order, clip_per_source, judge
 from lowwater.core.lateness import Lateness
-from lowwater.core.tracker import WatermarkTracker
+from lowwater.core.tracker import DEFAULT_SOURCE, WatermarkTracker
 from lowwater.testing.scenario import table
 
-COUNT_KEYS = ("rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped", "markers")
+COUNT_KEYS = ("rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped", "markers", "regressions")
 
 
 @dataclass
@@ -69,6 +76,10 @@ class Observed:
     results: list[tuple] = field(default_factory=list)  # (key, start, end, kind, revision, count, *aggs)
     too_late: list[tuple] = field(default_factory=list)  # (source, partition, event_time)
     counts: dict[str, int] = field(default_factory=dict)
+    dead_letters: list[tuple] | None = None  # (source, reason)
+    watermarks: list[int] = field(default_factory=list)  # W(r) per data row in arrival order, µs (core path)
+    lateness: dict[str, list[float]] = field(default_factory=dict)  # "source/partition" -> L after each row, s
+    emit_latency: list[float] = field(default_factory=list)  # per (key, window) fired before the drain, s
 
 
 def _plain_copy(value: Any) -> Any:
@@ -120,7 +131,10 @@ def expected(s: Scenario) -> Observed:
         too_late = sorted(
             (str(r["source"]), str(r["partition"]), float(r["event_time"])) for r in table(e["too_late"])
         ) if len(e["too_late"].strip().splitlines()) > 1 else []
-    return Observed(results, too_late, dict(e.get("counts") or {}))  # type: ignore[arg-type]
+    dead = None
+    if "dead_letters" in e:  # a list of {source, reason}
+        dead = sorted((str(d["source"]), str(d["reason"])) for d in e["dead_letters"] or [])
+    return Observed(results, too_late, dict(e.get("counts") or {}), dead)  # type: ignore[arg-type]
 
 
 def _agg_names(s: Scenario) -> list[str]:
@@ -134,6 +148,8 @@ def compare(got: Observed, want: Observed) -> list[str]:
         problems.append(f"results differ:\n  got  {got.results}\n  want {want.results}")
     if want.too_late is not None and got.too_late != want.too_late:
         problems.append(f"too-late rows differ:\n  got  {got.too_late}\n  want {want.too_late}")
+    if want.dead_letters is not None and got.dead_letters != want.dead_letters:
+        problems.append(f"dead letters differ:\n  got  {got.dead_letters}\n  want {want.dead_letters}")
     for k, v in want.counts.items():
         if got.counts.get(k) != v:
             problems.append(f"{k}: got {got.counts.get(k)}, want {v}")
@@ -142,50 +158,132 @@ def compare(got: Observed, want: Observed) -> list[str]:
 
 # -- the pure core path ------------------------------------------------------------
 
+# The engine's dead-letter reasons (spark/parse.py), in the order it checks them.
+MARKER_WITHOUT_EVENT_TIME = "marker row without event_time"
+
+
+def _dead_reason(src, r: dict[str, Any]) -> str | None:  # noqa: ANN001
+    """Why the engine would send row ``r`` of ``src`` to the dead letters (None: it is valid)."""
+    if src.marker and bool(r.get(src.marker)) and r.get(src.event_time) is None:
+        return f"{MARKER_WITHOUT_EVENT_TIME} ({src.event_time})"
+    if r.get(src.event_time) is None:
+        return f"missing event_time ({src.event_time})"
+    if src.partition and r.get(src.partition) is None:
+        return f"missing partition ({src.partition})"
+    if src.arrival_time and r.get(src.arrival_time) is None:
+        return f"missing arrival_time ({src.arrival_time})"
+    return None
+
+
+@dataclass
+class _Log:
+    """The valid rows of every source, each source in its own arrival order, then dead letters."""
+
+    rows: list[dict] = field(default_factory=list)
+    source: list[str] = field(default_factory=list)
+    partition: list[str] = field(default_factory=list)
+    event: list[int] = field(default_factory=list)
+    arrival: list[int] = field(default_factory=list)
+    offset: list[int] = field(default_factory=list)
+    marker: list[bool] = field(default_factory=list)
+    dead: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
+
+
+def _log(s: Scenario, cfg: PipelineConfig) -> _Log:
+    log = _Log()
+    for src in cfg.sources:
+        for i, r in enumerate(s.input[src.name]):
+            reason = _dead_reason(src, r)
+            if reason is not None:
+                log.dead.append((src.name if cfg.named_sources else "default", reason))
+                continue
+            log.rows.append(r)
+            log.source.append(src.name)
+            log.partition.append(str(r[src.partition]) if src.partition else "0")
+            log.event.append(round(float(r[src.event_time]) * src.unit_us))
+            log.arrival.append(round(float(r[src.arrival_time]) * src.unit_us) if src.arrival_time else i)
+            log.offset.append(i)
+            log.marker.append(bool(r.get(src.marker)) if src.marker else False)
+    return log
+
 
 def run_core(s: Scenario) -> Observed:
     """Replay the whole log with the core alone (one batch, then drained: every window fires)."""
     cfg = s.pipeline()
-    rows, src_names, parts, event, arrival, offset, marker = [], [], [], [], [], [], []
-    dead = 0
-    for src in cfg.sources:
-        for i, r in enumerate(s.input[src.name]):
-            is_marker = bool(r.get(src.marker)) if src.marker else False
-            ev = r.get(src.event_time)
-            if ev is None:
-                dead += 1
-                continue
-            rows.append(r)
-            src_names.append(src.name)
-            parts.append(str(r.get(src.partition, "0")) if src.partition else "0")
-            event.append(round(float(ev) * src.unit_us))
-            arrival.append(round(float(r[src.arrival_time]) * src.unit_us) if src.arrival_time else i)
-            offset.append(i)
-            marker.append(is_marker)
-    n = len(rows)
+    log = _log(s, cfg)
+    n = len(log.rows)
+    src_names, parts, rows = log.source, log.partition, log.rows
     sources = np.array(src_names, dtype=object)
     has_arrival = all(src.arrival_time for src in cfg.sources)
-    order = arrival_order(n, np.array(arrival, dtype=np.int64) if has_arrival else None,
+    offset = np.array(log.offset, dtype=np.int64)
+    order = arrival_order(n, np.array(log.arrival, dtype=np.int64) if has_arrival else None,
                           np.array([f"{a}\x00{b}" for a, b in zip(src_names, parts, strict=True)], dtype=object),
-                          np.array(offset, dtype=np.int64), [np.array(offset, dtype=np.int64)])
+                          offset, [offset])
     tracker = WatermarkTracker(cfg.strategies)
-    markers = np.array(marker, dtype=bool)[order] if any(src.marker for src in cfg.sources) else None
-    j = judge(
-        tracker, cfg.window.assigner(), cfg.window.allowed_lateness_us, np.array(parts, dtype=object)[order],
-        np.array(event, dtype=np.int64)[order], np.array(arrival, dtype=np.int64)[order] if has_arrival else None,
-        sources=sources[order] if cfg.named_sources else None, markers=markers,
-    )
-    acc = account(j, dead)
+    markers = np.array(log.marker, dtype=bool)[order] if any(src.marker for src in cfg.sources) else None
+    ordered = (np.array(parts, dtype=object)[order], np.array(log.event, dtype=np.int64)[order],
+               np.array(log.arrival, dtype=np.int64)[order] if has_arrival else None)
+    named = sources[order] if cfg.named_sources else None
+    j = judge(tracker, cfg.window.assigner(), cfg.window.allowed_lateness_us, *ordered, sources=named, markers=markers)
+    acc = account(j, len(log.dead))
     data_rows = order if j.data is None else order[j.data]
+    results = _fold(cfg, [rows[i] for i in data_rows], j)
     return Observed(
-        results=_fold(cfg, [rows[i] for i in data_rows], j),
+        results=results,
         too_late=sorted(
             (src_names[i] if cfg.named_sources else "default", parts[i],
              float(rows[i][_source_of(cfg, src_names[i]).event_time]))
             for k, i in enumerate(data_rows.tolist()) if j.row_verdict[k] == Lateness.TOO_LATE
         ),
-        counts={**acc.as_dict(), "markers": j.markers},
+        counts={**acc.as_dict(), "markers": j.markers, "regressions": tracker.state.regressions_ignored},
+        dead_letters=sorted(log.dead),
+        watermarks=[int(w) for w in j.watermark_us],
+        lateness=_lateness_trajectory(cfg, *ordered, named, markers),
+        emit_latency=emit_latencies(
+            [r[2] * 1e6 for r in results if r[3] == "final"], j.event_us,
+            np.append(j.watermark_us[1:], tracker.watermark_us),
+        ),
     )
+
+
+def _lateness_trajectory(cfg: PipelineConfig, parts: np.ndarray, event: np.ndarray, arrival: np.ndarray | None,
+                         sources: np.ndarray | None, markers: np.ndarray | None) -> dict[str, list[float]]:
+    """The ``L`` in force for each input (``source/partition``) after each of its rows, in seconds.
+
+    Read from a second tracker fed one row at a time (the same ``W`` and ``L``
+    as one batch, SEMANTICS.md §8); inputs without an ``L`` (punctuated) are left out.
+    """
+    tracker = WatermarkTracker(cfg.strategies)
+    skew = {name: st.max_future_skew_us for name, st in tracker.strategies.items()}
+    out: dict[str, list[float]] = defaultdict(list)
+    for k in range(len(parts)):
+        one = slice(k, k + 1)
+        src = None if sources is None else sources[one]
+        ev, _ = clip_per_source(event[one], None if arrival is None else arrival[one], skew, src)
+        tracker.advance(parts[one], ev, None if arrival is None else arrival[one], sources=src,
+                        markers=None if markers is None else markers[one])
+        name = DEFAULT_SOURCE if sources is None else str(sources[k])
+        status = next(x for x in tracker.statuses() if x.source == name and x.partition == str(parts[k]))
+        if status.lateness_us is not None:
+            out[f"{name}/{parts[k]}"].append(status.lateness_us / 1e6)
+    return dict(out)
+
+
+def emit_latencies(window_ends_us: list[float], event_us: np.ndarray, w_after_us: np.ndarray) -> list[float]:
+    """Emit latency of each window (SEMANTICS.md §7), seconds; windows only a drain fires are left out.
+
+    A window fires at the first row in arrival order after which ``W >= end``;
+    its latency is ``maxEventTimeSeen - end`` at that moment. ``event_us`` and
+    ``w_after_us`` (``W`` after each row) are over the data rows in arrival order.
+
+    >>> emit_latencies([10e6, 20e6, 30e6], np.array([5, 12, 25]) * 10**6, np.array([0, 10, 20]) * 10**6)
+    [2.0, 5.0]
+    """
+    seen = np.maximum.accumulate(np.asarray(event_us, dtype=np.int64)) if len(event_us) else event_us
+    w_after = np.asarray(w_after_us, dtype=np.int64)
+    # W after each row never decreases: the first row that fires a window is a binary search.
+    at = np.searchsorted(w_after, np.asarray(window_ends_us, dtype=np.int64), side="left")
+    return [float(seen[k] - end) / 1e6 for k, end in zip(at.tolist(), window_ends_us, strict=True) if k < len(w_after)]
 
 
 def _source_of(cfg: PipelineConfig, name: str):  # noqa: ANN202
