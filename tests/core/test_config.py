@@ -264,6 +264,7 @@ def _one_named(watermark: str, **columns: str) -> str:
         (THREE.replace('name = "cdc"', 'name = "radar"'), "source.name: two sources are named 'radar'"),
         (THREE.replace('name = "cdc"\n', ""), r"source.name: required in every \[\[source\]\] table \(source number 2"),
         (THREE.replace('name = "cdc"', 'name = "c.d.c"'), "source.name: 'c.d.c' is not a plain name"),
+        (EXAMPLE.replace("[source]", '[source]\nname = "pay ments"'), "source.name: 'pay ments' is not a plain name"),
         (THREE.replace('arrival_time = "ingested_at"\n', ""),
          "^source.cdc.arrival_time: with several sources every source needs arrival_time: arrival order across "
          r"sources is \(arrival_time, source, partition, offset\)$"),

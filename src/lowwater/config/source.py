@@ -117,7 +117,7 @@ def parse_sources(data: dict[str, Any], base: Path) -> tuple[tuple[SourceConfig,
         raise ConfigError(msg)
     if isinstance(raw, dict):
         check_keys("source", raw, SOURCE_KEYS)
-        src = parse_source(raw, base, name=text("source", "name", raw.get("name", DEFAULT_SOURCE)), named=False)
+        src = parse_source(raw, base, name=_name(raw.get("name", DEFAULT_SOURCE)), named=False)
         strategy = parse_strategy(data.get("watermark", {}), "watermark")
         check_strategy(src, strategy, "watermark")
         return (replace(src, watermark=strategy),), False
@@ -148,16 +148,20 @@ def _parse_named(index: int, t: dict[str, Any], base: Path) -> SourceConfig:
     if "name" not in t:
         msg = f"source.name: required in every [[source]] table (source number {index + 1} has none)"
         raise ConfigError(msg)
-    name = t["name"]
-    if not isinstance(name, str) or not _NAME.match(name):
-        msg = (f"source.name: {name!r} is not a plain name (letters, digits, _ and -; "
-               "it is spelled in keys such as source.<name>.path)")
-        raise ConfigError(msg)
+    name = _name(t["name"])
     check_keys(f"source.{name}", t, NAMED_SOURCE_KEYS)
     src = parse_source(t, base, name=name, named=True)
     strategy = parse_strategy(t.get("watermark", {}), src.watermark_key)
     check_strategy(src, strategy, src.watermark_key)
     return replace(src, watermark=strategy)
+
+
+def _name(name: Any) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        msg = (f"source.name: {name!r} is not a plain name (letters, digits, _ and -; "
+               "it is spelled in keys such as source.<name>.path)")
+        raise ConfigError(msg)
+    return name
 
 
 def parse_source(s: dict[str, Any], base: Path, name: str, named: bool) -> SourceConfig:
