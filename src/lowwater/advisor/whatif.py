@@ -30,9 +30,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lowwater.advisor.advice import advise  # noqa: F401 - re-exported: the replay's advice
+from lowwater.advisor.session_sweep import SessionSweep
+from lowwater.advisor.sweep import LatenessSweep
 from lowwater.config import PipelineConfig
-from lowwater.core.session_sweep import SessionSweep
-from lowwater.core.sweep import LatenessSweep
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.core.windows import SessionWindows, WindowAssigner
 from lowwater.io.files import PARSE_CONF, read_batch, resolve_schema
