@@ -37,7 +37,8 @@ Strategies = Mapping[str, WatermarkStrategy]
 """Source name -> its strategy (a single ``[source]`` is ``{"default": strategy}``)."""
 
 L_SAMPLE_ROWS = 1024
-"""An adaptive lane's ``L`` in force is read at least every this many rows (for its range)."""
+"""An adaptive lane's ``L`` in force is read after every row of a run up to 256 rows, else every
+``run / 256`` rows, and at least every this many rows (for its range)."""
 
 
 def at_bound(strategy: WatermarkStrategy, bound_us: int) -> WatermarkStrategy:
@@ -118,8 +119,8 @@ def _scan(tracker: WatermarkTracker, chunk: Chunk, markers: bool, sample: list[i
     n = len(chunk.event_us)
     row = np.empty(n, dtype=np.int64)
     runs = np.empty(len(chunk.starts), dtype=np.int64)
-    step = L_SAMPLE_ROWS if sample is not None else n
     for i, (lo, hi) in enumerate(zip(chunk.starts, chunk.stops, strict=True)):
+        step = min(L_SAMPLE_ROWS, -(-(hi - lo) // 256)) if sample is not None else hi - lo
         for a in range(lo, hi, max(step, 1)):
             b = min(hi, a + step)
             row[a:b] = tracker.advance(
