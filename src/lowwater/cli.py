@@ -458,7 +458,7 @@ def whatif(
     if json_out is not None:
         json_out.write_text(json.dumps(everything, indent=2) + "\n")
     for p in plot_out or []:
-        plot(results, str(p), target_completeness, budget)
+        plot(results, str(p), target_completeness, budget, [r for r in everything if "strategy" in r])
     idle = cfg.watermark.idle_timeout_us
     if target_completeness is not None or budget is not None:
         print_text(out, advise(results, target_completeness, budget, None if idle is None else idle / 1e6))

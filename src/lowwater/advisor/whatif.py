@@ -4,18 +4,20 @@ Spark reads and parses the log (the engine's ``normalise``: same clocks, same
 dead-letter rules), projects the compact columns (partition, event µs, arrival
 µs, a 64-bit hash of the key), sorts them into arrival order with a
 range-partitioned sort, and streams them, in order, through one task
-(``coalesce(1)`` keeps the sort order) running the core
-:class:`~lowwater.core.sweep.LatenessSweep` chunk by chunk. Every L is one
-vectorised scan of each chunk; every G reuses that scan. Session windows
-(``window.type = "session"``) run :class:`~lowwater.core.session_sweep.SessionSweep`
+(``coalesce(1)`` keeps the sort order) running the pure
+:class:`~lowwater.advisor.sweep.LatenessSweep` chunk by chunk. Every L is one
+vectorised scan of each chunk (one tracker at ``L = 0`` where the shift
+``W_L = W_0 - L`` is exact, one per L otherwise: :mod:`lowwater.advisor.lanes`);
+every G reuses that scan; each ``--compare`` strategy is one more tracker. Session windows
+(``window.type = "session"``) run :class:`~lowwater.advisor.session_sweep.SessionSweep`
 instead: the engine's session state machine once per (L, G), over the same
-single watermark scan. Nothing but the
+watermark scan. Nothing but the
 compact columns reaches Python, and one small row per (L, G) comes back.
 
 Each row also carries its micro-batch as ``lowwater run --once`` would cut the
 log (``source.max_files_per_batch`` files per batch, in file-name order; one
 batch when unset), so ``peak_open_windows`` is the engine's own figure: open
-(key, window) entries at the end of a micro-batch (see :mod:`lowwater.core.sweep`).
+(key, window) entries at the end of a micro-batch (see :mod:`lowwater.advisor.sweep`).
 """
 
 from __future__ import annotations
