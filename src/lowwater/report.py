@@ -127,7 +127,7 @@ def print_compare(console: Console, rows: list[dict]) -> None:
             r["strategy"], *([f"{r['allowed_lateness']:g}s"] if len(graces) > 1 else []), f"{r['on_time']:,}",
             f"{r['late_updates']:,}", f"{r['too_late']:,}", f"{r['completeness']:.4%}", f"{r['windows_fired']:,}",
             _s(r["emit_latency_mean"]), _s(r["emit_latency_p99"]),
-            "-" if span is None else f"{span[0]:g}s - {span[1]:g}s", f"{r['peak_open_windows']:,}",
+            "-" if span is None else f"{_s(span[0])} - {_s(span[1])}", f"{r['peak_open_windows']:,}",
         )
     print_table(console, t)
 

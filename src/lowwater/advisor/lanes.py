@@ -21,7 +21,9 @@ row its ``W(r)``. Two ways to compute them, and the choice is made here only:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -108,6 +110,17 @@ def clip_by_source(strategies: Strategies, sources: np.ndarray | None, event_us:
     return event, clipped
 
 
+@contextmanager
+def _quiet_tracker() -> Iterator[None]:
+    """The tracker logs ignored regressions once per engine step; a replay feeding it in pieces would repeat it."""
+    logger = logging.getLogger("lowwater.core.tracker")
+    was, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = was
+
+
 def _scan(tracker: WatermarkTracker, chunk: Chunk, markers: bool, sample: list[int] | None) -> LaneScan:
     """Feed ``tracker`` one micro-batch run at a time, as the engine feeds it.
 
@@ -172,7 +185,8 @@ class ExactLanes:
         self.samples: dict[LaneKey, list[int]] = {k: [] for k in self.adaptive}
 
     def scan(self, chunk: Chunk) -> dict[LaneKey, LaneScan]:
-        return {k: _scan(t, chunk, self.markers[k], self.samples.get(k)) for k, t in self.trackers.items()}
+        with _quiet_tracker():
+            return {k: _scan(t, chunk, self.markers[k], self.samples.get(k)) for k, t in self.trackers.items()}
 
     def lateness_range(self, key: LaneKey) -> tuple[int, int] | None:
         """Lowest and highest ``L`` an adaptive lane had in force (sampled, see :data:`L_SAMPLE_ROWS`)."""
