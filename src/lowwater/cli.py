@@ -401,6 +401,12 @@ def whatif(
         float | None, typer.Option("--target-completeness", help="A fraction in (0, 1], e.g. 0.999.")
     ] = None,
     latency_budget: Annotated[str | None, typer.Option("--latency-budget", help="e.g. 12s")] = None,
+    compare: Annotated[
+        list[str] | None,
+        typer.Option("--compare", help="A watermark strategy to put side by side (repeatable): 'bounded 30s', "
+                     "'adaptive q=0.999 over=10m max=2m', 'punctuated is_marker', or an inline table "
+                     "'{strategy = \"adaptive\", ...}'."),
+    ] = None,
     master: Annotated[str, typer.Option(help="Spark master.")] = "local[*]",
     quiet: Annotated[bool, _QUIET] = False,
 ) -> None:
@@ -429,22 +435,31 @@ def whatif(
         if p.suffix not in (".png", ".html"):
             raise _fail(f"--plot {p}: write .png or .html")
     from lowwater.advisor.advice import advise, nothing_fired
+    from lowwater.advisor.compare import CompareError, compared_strategies
     from lowwater.advisor.plot import plot
-    from lowwater.advisor.whatif import SweepSpec, run_whatif
+    from lowwater.advisor.whatif import SweepSpec, run_whatif, source_strategies
+
+    try:
+        compared = compared_strategies(compare or [], source_strategies(cfg), bool(cfg.source.arrival_time))
+    except CompareError as e:
+        raise _fail(str(e)) from None
     from lowwater.spark.session import get_spark
 
     try:
         spark = get_spark(replace_master(cfg.spark, master), quiet=quiet)
-        results = run_whatif(spark, cfg, SweepSpec(bounds, graces))
+        everything = run_whatif(spark, cfg, SweepSpec(bounds, graces, compare=compared))
     except ConfigError as e:
         raise _fail(str(e)) from None
-    from lowwater.report import print_text, print_whatif
+    from lowwater.report import print_compare, print_text, print_whatif
 
+    results = [r for r in everything if "strategy" not in r]
     print_whatif(out, results)
+    if compared:
+        print_compare(out, [r for r in everything if "strategy" in r])
     if json_out is not None:
-        json_out.write_text(json.dumps(results, indent=2) + "\n")
+        json_out.write_text(json.dumps(everything, indent=2) + "\n")
     for p in plot_out or []:
-        plot(results, str(p), target_completeness, budget)
+        plot(results, str(p), target_completeness, budget, [r for r in everything if "strategy" in r])
     idle = cfg.watermark.idle_timeout_us
     if target_completeness is not None or budget is not None:
         print_text(out, advise(results, target_completeness, budget, None if idle is None else idle / 1e6))

@@ -13,7 +13,7 @@ from lowwater.report import print_delays, print_whatif
 
 
 def row(bound, grace=0.0, *, completeness=0.99, mean=None, p99=None, fired=10, drain_only=2, rows=1000, dead=0):
-    """One result dict of the replay (lowwater.core.sweep.FIELDS); latencies default to L + 1s and L + 2s."""
+    """One result dict of the replay (lowwater.advisor.sweep.FIELDS); latencies default to L + 1s and L + 2s."""
     if fired:
         mean = bound + 1 if mean is None else mean
         p99 = bound + 2 if p99 is None else p99

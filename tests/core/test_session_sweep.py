@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lowwater.core.session_sweep import SessionSweep
-from lowwater.core.sweep import FIELDS
+from lowwater.advisor.session_sweep import SessionSweep
+from lowwater.advisor.sweep import FIELDS
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.core.windows import SessionWindows
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lowwater.core.sweep import FIELDS, LatenessSweep
+from lowwater.advisor.sweep import FIELDS, LatenessSweep
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.core.windows import HoppingWindows, TumblingWindows
 

@@ -205,7 +205,7 @@ def test_version_and_help_on_every_option():
                 if isinstance(meta, OptionInfo):
                     assert meta.help, f"{fn.__name__} --{pname} has no help text"
                     checked += 1
-    assert checked >= 30  # run 4 + demo 5 + whatif 22 + delays 9 + --version
+    assert checked >= 30  # run 4 + demo 5 + whatif 23 + delays 9 + --version
 
 
 def _land_epoch(root: Path, scale: int) -> None:

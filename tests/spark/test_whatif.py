@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -120,3 +121,60 @@ def test_cli_whatif_and_delays_on_single_files(tmp_path):
                           capture_output=True, text=True, timeout=240)
     assert prof.returncode == 0, prof.stderr[-2000:]
     assert "p99.9" in prof.stdout and "25.000" in prof.stdout  # partition 1's 30 - 5, read as CSV
+
+
+DELAYED = """
+p  t   a   key
+0  1   1   a
+0  4   4   a
+0  2   5   a
+0  13  13  a
+0  9   14  a
+0  25  25  b
+0  21  26  b
+0  31  31  b
+0  3   32  a
+"""
+
+
+def test_compare_replays_each_strategy_exactly(spark, tmp_path):
+    """--compare on Spark: a bounded strategy equals its grid row; an adaptive one equals the pure replay."""
+    from lowwater.advisor.compare import compared_strategies
+    from lowwater.advisor.replay import Log, replay
+    from lowwater.advisor.sweep import FIELDS
+    from lowwater.advisor.whatif import source_strategies
+
+    cfg_dict = base_config(source={"arrival_time": "arrival_time"})
+    rows = rows_of(DELAYED)
+    run_scenario(spark, cfg_dict, rows, workdir=tmp_path)  # lands the files
+    cfg = parse_config(cfg_dict, base_dir=tmp_path)
+    compare = compared_strategies(["bounded 2s", "adaptive q=1 rows=3 max=10s"], source_strategies(cfg), True)
+    results = run_whatif(spark, cfg, SweepSpec([0, 2 * S], [0], chunk_rows=4, compare=compare))
+    grid = {r["lateness"]: r for r in results if "strategy" not in r}
+    got = {r["strategy"]: r for r in results if "strategy" in r}
+    assert list(got) == ["bounded 2s", "adaptive q=1 rows=3 max=10s"]
+    same = [k for k in FIELDS if k != "lateness"]
+    assert {k: got["bounded 2s"][k] for k in same} == {k: grid[2.0][k] for k in same}
+    log = Log(np.array([r["partition"] for r in rows]), np.array([r["event_time"] for r in rows]) * S,
+              np.array([hash(r["key"]) for r in rows]), np.array([r["arrival_time"] for r in rows]) * S)
+    pure = replay({"a": compare["adaptive q=1 rows=3 max=10s"]}, cfg.window.assigner(), 0, log)["a"]
+    adaptive = got["adaptive q=1 rows=3 max=10s"]
+    for k in ("on_time", "late_updates", "too_late", "windows_fired", "windows_drain_only", "emit_latency_mean",
+              "lateness_range"):
+        assert adaptive[k] == pure[k], k
+    assert adaptive["lateness_range"][1] > adaptive["lateness_range"][0] == 0  # L widened on the delays
+
+
+def test_cli_bad_compare_is_one_line_and_exit_2(tmp_path):
+    log = tmp_path / "events.jsonl"
+    log.write_text(json.dumps({"partition": "0", "event_time": 1.0, "arrival_time": 1.0}) + "\n")
+    base = [sys.executable, "-m", "lowwater.cli", "whatif", str(log), "--event-time", "event_time", "-q"]
+    for value, expected in (
+        ("adaptive q=2 rows=3", "error: --compare 'adaptive q=2 rows=3': compare.target_quantile: expected a number"),
+        ("adaptive rows=3", "error: --compare 'adaptive rows=3': adaptive watermarks need an arrival clock"),
+        ("bounded 3s nope", "error: --compare 'bounded 3s nope': 'nope': expected KEY=VALUE"),
+        ("{strategy = ", "error: --compare '{strategy = ': not a TOML inline table"),
+    ):
+        proc = subprocess.run([*base, "--compare", value], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert proc.stderr.startswith(expected), proc.stderr

@@ -1,6 +1,6 @@
 """The lateness advice: which (L, G) of a what-if grid meets a completeness target and a latency budget.
 
-Pure functions over the replay's result dicts (:data:`lowwater.core.sweep.FIELDS`,
+Pure functions over the replay's result dicts (:data:`lowwater.advisor.sweep.FIELDS`,
 times in seconds). The advice never recommends a pair where no window fired
 before the end of the log (it shows nothing about latency), never prints
 ``None``, and when a latency budget cannot be met it says what dominates the

@@ -6,7 +6,8 @@ point per bound L. The completeness target and the latency budget are drawn
 as dashed lines and the pair the advice chose as a star. Points too close to
 label apart share one label (``L=0s, L=2s``). A pair where no window fired has no
 latency: it is listed under the plot, not drawn; when nothing fired at all the
-figure says so instead of drawing empty axes.
+figure says so instead of drawing empty axes. ``--compare`` strategies are
+diamonds, labelled as written.
 
 PNG goes through matplotlib; HTML through plotly, with ``plotly.min.js``
 written once next to the HTML files (``include_plotlyjs="directory"``) rather
@@ -68,19 +69,27 @@ def plot(
     path: str,
     target_completeness: float | None = None,
     latency_budget_s: float | None = None,
+    compared: list[dict] | None = None,
 ) -> None:
-    """Write the grid to ``path`` (``.png`` or ``.html``)."""
+    """Write the grid (and the ``--compare`` rows, as diamonds) to ``path`` (``.png`` or ``.html``)."""
     chosen = None
     if target_completeness is not None or latency_budget_s is not None:
         chosen = choose(results, target_completeness, latency_budget_s)
     empty = nothing_fired(results)
     if path.endswith(".html"):
-        _plotly(results, path, target_completeness, latency_budget_s, chosen, empty)
+        _plotly(results, path, target_completeness, latency_budget_s, chosen, empty, _drawn(compared))
     else:
-        _matplotlib(results, path, target_completeness, latency_budget_s, chosen, empty)
+        _matplotlib(results, path, target_completeness, latency_budget_s, chosen, empty, _drawn(compared))
 
 
-def _plotly(results, path, target, budget, chosen, empty) -> None:  # noqa: ANN001, PLR0913
+def _drawn(compared: list[dict] | None) -> list[dict]:
+    """Compared strategies with a latency (something fired), labelled with their G when there are several."""
+    rows = [r for r in compared or [] if r["emit_latency_p99"] is not None]
+    multi_g = len({r["allowed_lateness"] for r in rows}) > 1
+    return [{**r, "label": r["strategy"] + (f" G={r['allowed_lateness']:g}s" if multi_g else "")} for r in rows]
+
+
+def _plotly(results, path, target, budget, chosen, empty, compared) -> None:  # noqa: ANN001, PLR0913
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -98,6 +107,12 @@ def _plotly(results, path, target, budget, chosen, empty) -> None:  # noqa: ANN0
                 x=[r["emit_latency_p99"] for r in pts], y=[r[key] for r in pts], mode="lines+markers",
                 name=f"G={g:g}s", legendgroup=f"G={g:g}s", showlegend=col == 1,
                 hovertext=[f"L={r['lateness']:g}s G={g:g}s" for r in pts], hoverinfo="text+x+y",
+            ), row=1, col=col)
+        for r in compared:
+            fig.add_trace(go.Scatter(
+                x=[r["emit_latency_p99"]], y=[r[key]], mode="markers+text", text=[r["label"]],
+                textposition="bottom center", marker={"symbol": "diamond", "size": 11}, name=r["label"],
+                legendgroup=r["label"], showlegend=col == 1,
             ), row=1, col=col)
         for x, y, label in _labels(results, key):
             fig.add_annotation(x=x, y=y, text=label, showarrow=False, yshift=10, font={"size": 10}, row=1, col=col)
@@ -121,7 +136,7 @@ def _plotly(results, path, target, budget, chosen, empty) -> None:  # noqa: ANN0
     fig.write_html(path, include_plotlyjs="directory")
 
 
-def _matplotlib(results, path, target, budget, chosen, empty) -> None:  # noqa: ANN001, PLR0913
+def _matplotlib(results, path, target, budget, chosen, empty, compared) -> None:  # noqa: ANN001, PLR0913
     import matplotlib
 
     matplotlib.use("Agg")
@@ -141,6 +156,8 @@ def _matplotlib(results, path, target, budget, chosen, empty) -> None:  # noqa: 
         for g, pts in _curves(results).items():
             x = [r["emit_latency_p99"] for r in pts]
             ax.plot(x, [r[key] for r in pts], marker="o", label=f"G={g:g}s")
+        for r in compared:
+            ax.plot([r["emit_latency_p99"]], [r[key]], marker="D", linestyle="none", label=r["label"])
         for lx, ly, label in _labels(results, key):
             ax.annotate(label, (lx, ly), fontsize=7, xytext=(4, 4), textcoords="offset points")
         if budget is not None:

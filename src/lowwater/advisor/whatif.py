@@ -4,25 +4,27 @@ Spark reads and parses the log (the engine's ``normalise``: same clocks, same
 dead-letter rules), projects the compact columns (partition, event µs, arrival
 µs, a 64-bit hash of the key), sorts them into arrival order with a
 range-partitioned sort, and streams them, in order, through one task
-(``coalesce(1)`` keeps the sort order) running the core
-:class:`~lowwater.core.sweep.LatenessSweep` chunk by chunk. Every L is one
-vectorised scan of each chunk; every G reuses that scan. Session windows
-(``window.type = "session"``) run :class:`~lowwater.core.session_sweep.SessionSweep`
+(``coalesce(1)`` keeps the sort order) running the pure
+:class:`~lowwater.advisor.sweep.LatenessSweep` chunk by chunk. Every L is one
+vectorised scan of each chunk (one tracker at ``L = 0`` where the shift
+``W_L = W_0 - L`` is exact, one per L otherwise: :mod:`lowwater.advisor.lanes`);
+every G reuses that scan; each ``--compare`` strategy is one more tracker. Session windows
+(``window.type = "session"``) run :class:`~lowwater.advisor.session_sweep.SessionSweep`
 instead: the engine's session state machine once per (L, G), over the same
-single watermark scan. Nothing but the
+watermark scan. Nothing but the
 compact columns reaches Python, and one small row per (L, G) comes back.
 
 Each row also carries its micro-batch as ``lowwater run --once`` would cut the
 log (``source.max_files_per_batch`` files per batch, in file-name order; one
 batch when unset), so ``peak_open_windows`` is the engine's own figure: open
-(key, window) entries at the end of a micro-batch (see :mod:`lowwater.core.sweep`).
+(key, window) entries at the end of a micro-batch (see :mod:`lowwater.advisor.sweep`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -30,9 +32,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lowwater.advisor.advice import advise  # noqa: F401 - re-exported: the replay's advice
-from lowwater.config import PipelineConfig
-from lowwater.core.session_sweep import SessionSweep
-from lowwater.core.sweep import LatenessSweep
+from lowwater.advisor.compare import marker_column
+from lowwater.advisor.lanes import as_strategies
+from lowwater.advisor.session_sweep import SessionSweep
+from lowwater.advisor.sweep import LatenessSweep
+from lowwater.config import ConfigError, PipelineConfig
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.core.windows import SessionWindows, WindowAssigner
 from lowwater.io.files import PARSE_CONF, read_batch, resolve_schema
@@ -48,6 +52,8 @@ class SweepSpec:
     bounds_us: list[int]
     graces_us: list[int]
     chunk_rows: int = CHUNK_ROWS
+    compare: dict[str, dict[str, WatermarkStrategy]] = field(default_factory=dict)
+    """``--compare``: label -> strategy per source (:mod:`lowwater.advisor.compare`), replayed exactly."""
 
 
 # The path part of a file URI (``file:/x``, ``file:///x`` and ``hdfs://nn/x`` -> ``/x``): Spark spells
@@ -72,8 +78,11 @@ def _with_batch(spark: SparkSession, raw: DataFrame, df: DataFrame, files_per_ba
     return joined.withColumn("_batch", F.coalesce(F.col("_b"), F.lit(0).cast("long"))).drop("_fpath", "_b")
 
 
-def arrival_sorted(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
-    """The compact projection of the whole log, globally sorted in arrival order."""
+def arrival_sorted(spark: SparkSession, cfg: PipelineConfig, marker: str | None = None) -> DataFrame:
+    """The compact projection of the whole log, globally sorted in arrival order.
+
+    ``marker``: the boolean column of punctuated strategies' marker rows (``_marker``).
+    """
     for k, v in PARSE_CONF.items():
         spark.conf.set(k, v)
     schema = resolve_schema(spark, cfg, None)
@@ -89,13 +98,18 @@ def arrival_sorted(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
     source_order = ["_rid"] if src.arrival_time and src.offset else ["_file", "_block", "_rid"]
     order = ["_arrival_us", "_psort", "_offset", *source_order] if src.arrival_time else source_order
     compact = [F.col("_dead").isNotNull().alias("_is_dead"), "_event_us", key_hash.alias("_key"), "_batch"]
+    if marker is not None:
+        if marker not in schema.fieldNames():
+            raise ConfigError(f"--compare: the marker column {marker!r} is not in the log")
+        compact.append(F.coalesce(F.col(marker).cast("boolean"), F.lit(False)).alias("_marker"))
     return df.select(*compact, *dict.fromkeys(["_arrival_us", "_psort", *order])).orderBy(*order)
 
 
-def _sweep_fn(strategy: WatermarkStrategy, assigner: WindowAssigner, spec: SweepSpec, has_arrival: bool):  # noqa: ANN202
+def _sweep_fn(strategy: WatermarkStrategy, assigner: WindowAssigner, spec: SweepSpec, has_arrival: bool,  # noqa: ANN202
+              has_marker: bool):
     def sweep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sweep_cls = SessionSweep if isinstance(assigner, SessionWindows) else LatenessSweep
-        s = sweep_cls(strategy, assigner, spec.bounds_us, spec.graces_us)
+        s = sweep_cls(strategy, assigner, spec.bounds_us, spec.graces_us, compare=spec.compare)
         pending: list[pa.RecordBatch] = []
         size = 0
 
@@ -110,6 +124,7 @@ def _sweep_fn(strategy: WatermarkStrategy, assigner: WindowAssigner, spec: Sweep
                 valid.column("_arrival_us").to_numpy() if has_arrival else None,
                 dead_letter=int(dead.sum()),
                 batch_ids=valid.column("_batch").to_numpy(),
+                markers=valid.column("_marker").to_numpy(zero_copy_only=False) if has_marker else None,
             )
 
         for b in batches:
@@ -126,9 +141,23 @@ def _sweep_fn(strategy: WatermarkStrategy, assigner: WindowAssigner, spec: Sweep
 
 
 def run_whatif(spark: SparkSession, cfg: PipelineConfig, spec: SweepSpec) -> list[dict]:
-    """Replay the configured log for every (L, G) of ``spec``; one dict per pair."""
-    compact = arrival_sorted(spark, cfg)
-    fn = _sweep_fn(cfg.watermark, cfg.window.assigner(), spec, bool(cfg.source.arrival_time))
+    """Replay the configured log for every (L, G) of ``spec``, then every compared strategy per G.
+
+    One dict per (L, G), sorted (``FIELDS``), followed by one per compared
+    strategy and G in the order given (``COMPARE_FIELDS``: ``strategy`` names it).
+    """
+    marker = marker_column(spec.compare) if spec.compare else None
+    compact = arrival_sorted(spark, cfg, marker)
+    fn = _sweep_fn(cfg.watermark, cfg.window.assigner(), spec, bool(cfg.source.arrival_time), marker is not None)
     rows = compact.coalesce(1).mapInArrow(fn, "result string").collect()
     results = [json.loads(r["result"]) for r in rows]
-    return sorted(results, key=lambda r: (r["lateness"], r["allowed_lateness"]))
+    grid = sorted((r for r in results if "strategy" not in r), key=lambda r: (r["lateness"], r["allowed_lateness"]))
+    order = {label: i for i, label in enumerate(spec.compare)}
+    compared = sorted((r for r in results if "strategy" in r), key=lambda r: (order[r["strategy"]],
+                                                                               r["allowed_lateness"]))
+    return grid + compared
+
+
+def source_strategies(cfg: PipelineConfig) -> dict[str, WatermarkStrategy]:
+    """The configured strategy per source (one ``[source]`` today; ``[[source]]`` tables to come)."""
+    return as_strategies(cfg.watermark)

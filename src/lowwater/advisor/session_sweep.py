@@ -1,43 +1,43 @@
 """The what-if sweep for session windows: the engine's session state machine per (L, G).
 
 A session's verdicts depend on its key's state (merges), so the group trick of
-:mod:`lowwater.core.sweep` does not apply. What does carry over is the single
-watermark scan: one :class:`~lowwater.core.tracker.WatermarkTracker` at
-``L = 0`` gives ``W_0(r)`` and ``W_L(r) = W_0(r) - L`` for every bound. Each
-(L, G) then runs its own :class:`~lowwater.core.sessions.SessionMachine` (the
+:mod:`lowwater.advisor.sweep` does not apply. What does carry over is the
+watermark scan of :mod:`lowwater.advisor.lanes`: one tracker at ``L = 0`` for
+the whole grid where ``W_L(r) = W_0(r) - L`` is exact, one per lane otherwise
+(and per ``--compare`` strategy). Each (lane, G) then runs its own :class:`~lowwater.core.sessions.SessionMachine` (the
 one the engine's executors run) over the arrival-sorted log, with ``advance``
 at the end of each micro-batch (and of each chunk, which changes nothing: a
 key's sessions are fired and freed before its next row anyway). The cost is
 one Python step per row and (L, G) pair.
 
-Per (L, G) it reports the fields of :data:`lowwater.core.sweep.FIELDS`:
+Per (L, G) it reports the fields of :data:`lowwater.advisor.sweep.FIELDS`:
 accounting, completeness, sessions fired (finals) before the end of input and
 those only a drain would fire, emit latency (``maxEventTimeSeen - end`` when a
 session's final fires; mean and p99), peak live sessions (the engine's
 ``open_windows``: at micro-batch ends, after freeing; see
-:mod:`lowwater.core.sweep`), too-late rows per partition.
+:mod:`lowwater.advisor.sweep`), too-late rows per partition.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from lowwater.advisor.lanes import LaneKey, Strategies
+from lowwater.advisor.sweep import ReplayBase
 from lowwater.core.accounting import Accounting
 from lowwater.core.sessions import FINAL, NEVER, SessionMachine
-from lowwater.core.sweep import shifted, watermarks_by_batch, zero_bound_tracker
-from lowwater.core.tracker import PartitionCodes
-from lowwater.core.watermarks import WatermarkStrategy, clip_future
+from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.core.windows import SessionWindows
-from lowwater.time import NEG_INF
 
 
 @dataclass
 class _Run:
-    """One (L, G): its machine and what the results need."""
+    """One (lane, G): its machine and what the results need."""
 
-    bound_us: int
+    lane: LaneKey
     grace_us: int
     machine: SessionMachine
     clipped: int = 0
@@ -49,25 +49,20 @@ class _Run:
     too_late_by_partition: dict[str, int] = field(default_factory=dict)
 
 
-class SessionSweep:
-    """Feed a log in arrival order, chunk by chunk; read one result per (L, G)."""
+class SessionSweep(ReplayBase):
+    """Feed a log in arrival order, chunk by chunk; read one result per (lane, G) (see ``LatenessSweep``)."""
 
     def __init__(
         self,
-        strategy: WatermarkStrategy,
+        strategy: WatermarkStrategy | Strategies,
         assigner: SessionWindows,
         bounds_us: list[int],
         graces_us: list[int],
+        compare: Mapping[str, Strategies] | None = None,
     ) -> None:
+        super().__init__(strategy, bounds_us, compare)
         self.gap_us = assigner.gap_us
-        self.max_event = NEG_INF
-        self.tracker = zero_bound_tracker(strategy)
-        self.runs = [
-            _Run(b, g, SessionMachine(self.gap_us, g, 0))
-            for b in sorted(set(bounds_us))
-            for g in sorted(set(graces_us))
-        ]
-        self.last_batch: object = None
+        self.runs = [_Run(k, g, SessionMachine(self.gap_us, g, 0)) for k in self.keys for g in sorted(set(graces_us))]
 
     def _end_batch(self) -> None:
         for run in self.runs:
@@ -81,47 +76,47 @@ class SessionSweep:
         arrival_us: np.ndarray | None = None,
         dead_letter: int = 0,
         batch_ids: np.ndarray | None = None,
+        sources: np.ndarray | None = None,
+        markers: np.ndarray | None = None,
     ) -> None:
         """One chunk of valid rows, in arrival order, plus the chunk's dead-letter count.
 
         ``batch_ids``: each row's micro-batch (non-decreasing); ``None``: the
-        chunk is one micro-batch.
+        chunk is one micro-batch. ``sources`` and ``markers`` as in
+        :meth:`lowwater.advisor.sweep.LatenessSweep.feed`.
         """
         for run in self.runs:
             run.dead += int(dead_letter)
-        n = len(event_us)
-        if n == 0:
+        c = self._prepare(partitions, event_us, arrival_us, sources, markers, batch_ids)
+        if c is None:
             return
-        if batch_ids is None or batch_ids[0] != self.last_batch:
-            self._end_batch()  # the previous chunk's last row ended its micro-batch
-        self.last_batch = None if batch_ids is None else batch_ids[-1]
-        coded = PartitionCodes.of(np.asarray(partitions))
-        event, clipped = clip_future(event_us, arrival_us, self.tracker.strategy.max_future_skew_us)
-        n_clipped = int(clipped.sum())
+        n = c.n
         # Max event time seen before each row (for latencies of sessions fired before it), and after the chunk.
-        cum_max = np.maximum.accumulate(np.maximum(event, self.max_event))
-        seen_before = np.concatenate([[self.max_event], cum_max[:-1]]).tolist()
-        self.max_event = int(cum_max[-1])
-        w0, run_last_row, run_w0 = watermarks_by_batch(self.tracker, coded, event, arrival_us, batch_ids)
+        seen_before = np.concatenate([[c.max_before], c.cum_max[:-1]]).tolist()
         keys = np.asarray(key_hash, dtype=np.int64).tolist()
-        ev = event.tolist()
-        codes = coded.codes.tolist()
+        ev = c.event_us.tolist()
+        codes = c.labels.codes.tolist()
+        is_data = np.zeros(n, dtype=bool)
+        is_data[c.data] = True
+        data = is_data.tolist()
         for run in self.runs:
-            run.clipped += n_clipped
+            scan = c.scans[run.lane]
+            run.clipped += c.n_clipped
             m = run.machine
             process = m.process
             emissions = m.emissions
-            w_rows = shifted(w0, run.bound_us).tolist()
-            w_ends = shifted(run_w0, run.bound_us).tolist()
+            w_rows = scan.row_us.tolist()
             lo = 0
-            for last, w_end in zip(run_last_row.tolist(), w_ends, strict=True):
+            for last, w_end in zip(c.run_last_row.tolist(), scan.run_us.tolist(), strict=True):
                 for i in range(lo, last + 1):
+                    if not data[i]:
+                        continue  # a marker row: it moved W, it is not data
                     process(keys[i], ev[i], w_rows[i], (), codes[i])
                     if emissions:
                         self._fired(run, seen_before[i])
                         emissions = m.emissions
                 m.advance(w_end)
-                self._fired(run, int(cum_max[last]))
+                self._fired(run, int(c.cum_max[last]))
                 emissions = m.emissions
                 if last < n - 1:  # a micro-batch ends inside the chunk
                     run.peak_open = max(run.peak_open, m.live())
@@ -129,7 +124,7 @@ class SessionSweep:
                     run.open_now = m.live()
                 lo = last + 1
             for x in m.take_too_late():
-                name = coded.names[x.row]
+                name = c.labels.names[x.row]
                 run.too_late_by_partition[name] = run.too_late_by_partition.get(name, 0) + 1
 
     @staticmethod
@@ -140,7 +135,7 @@ class SessionSweep:
                 run.latencies_us.append(max_seen - e.end_us)
 
     def results(self) -> list[dict]:
-        """One dict per (L, G) with the fields of ``lowwater.core.sweep.FIELDS`` (times in seconds)."""
+        """One dict per (lane, G): the fields of ``FIELDS`` (``COMPARE_FIELDS`` for a compared strategy)."""
         self._end_batch()  # the end of the log ends the last micro-batch
         out = []
         for run in self.runs:
@@ -149,9 +144,7 @@ class SessionSweep:
                              dead_letter=run.dead, clipped=run.clipped)
             lat = np.array(run.latencies_us, dtype=np.float64) / 1e6
             drain_only = sum(1 for ss in run.machine.sessions.values() for s in ss if s.last_rev == NEVER)
-            out.append({
-                "lateness": run.bound_us / 1e6,
-                "allowed_lateness": run.grace_us / 1e6,
+            out.append(self._row(run.lane, run.grace_us, {
                 "rows": acc.rows,
                 "on_time": acc.on_time,
                 "late_updates": acc.late_updates,
@@ -164,5 +157,5 @@ class SessionSweep:
                 "emit_latency_p99": float(np.percentile(lat, 99)) if len(lat) else None,
                 "peak_open_windows": run.peak_open,
                 "too_late_by_partition": dict(sorted(run.too_late_by_partition.items())),
-            })
+            }))
         return out

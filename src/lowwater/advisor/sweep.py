@@ -1,19 +1,17 @@
-"""The what-if sweep: replay one log under many lateness bounds at once.
+"""The what-if sweep: replay one log under many lateness bounds (and compared strategies) at once.
 
 Two facts make the whole (L, G) grid cost about one replay:
 
-* **One watermark scan for every L.** With one bound ``L`` for all partitions,
-  every step of the low watermark (per-partition max minus ``L``, min over
-  active partitions, running max) commutes with subtracting ``L``, and
-  idleness and declared partitions depend on the arrival clock only. So
-  ``W_L(r) = W_0(r) - L`` exactly: the engine's
-  :class:`~lowwater.core.tracker.WatermarkTracker` runs once, with ``L = 0``.
+* **One watermark scan for every L** where that is exact (one bounded ``L``
+  for every partition: ``W_L(r) = W_0(r) - L``, see :mod:`lowwater.advisor.lanes`);
+  any other strategy gets one tracker per grid point (or per ``--compare``
+  strategy), exactly as the engine would run it.
 * **A (window, key) group is decided by its first pair.** ``W`` never goes
   back, so along arrival order the pairs of a group that are on time (or
   admitted, for a grace ``G``) form a prefix: the group has an on-time pair
   iff its *first* pair is on time, and it opens state iff its first pair is
-  admitted. Each group is therefore reduced once, to (window end, ``W_0`` at
-  its first pair), and every (L, G) is a vectorised comparison over groups.
+  admitted. Each group is therefore reduced once, to (window end, its first
+  pair), and every lane and ``G`` is a vectorised comparison over groups.
 
 Row verdicts still go through the engine's ``classify`` per (L, G), so the
 accounting is the engine's to the row. Per (L, G) the sweep reports
@@ -21,7 +19,7 @@ SEMANTICS.md §6-§7: the accounting, completeness, windows fired before the end
 of input (and those only a drain would fire), emit latency
 (``maxEventTimeSeen - end(w)`` when ``W`` first reaches ``end(w)``; mean and
 p99 over (key, window) pairs), peak open (key, window) state entries, and
-too-late rows per partition.
+too-late rows per partition (``source/partition`` with several sources).
 
 **Peak open windows is the engine's figure**: the most (key, window) entries
 held at the end of a micro-batch, after freeing those with ``end + G <= W``
@@ -31,18 +29,35 @@ counts them. ``feed`` takes each row's micro-batch id (the engine's batches:
 micro-batch. Within a batch the engine briefly holds more (entries opened and
 freed by the same batch), so the figure depends on how the log is cut; one row
 per batch gives the most any cutting can show.
+
+Several sources: rows carry their source name (arrival order across sources is
+``(arrival_time, source, partition, offset)``), each source has its own
+strategy and clipping, and the tracker keys generators by (source, partition).
+Marker rows of punctuated sources move the watermark and are not data.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from lowwater.advisor.lanes import (
+    Chunk,
+    ExactLanes,
+    LaneKey,
+    Lanes,
+    LaneScan,
+    Strategies,
+    as_strategies,
+    clip_by_source,
+    grid_lanes,
+)
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import Lateness, classify, row_verdicts
-from lowwater.core.tracker import PartitionCodes, WatermarkTracker
-from lowwater.core.watermarks import WatermarkStrategy, clip_future
+from lowwater.core.tracker import PartitionCodes
+from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.core.windows import WindowAssigner
 from lowwater.time import NEG_INF
 
@@ -51,44 +66,99 @@ FIELDS = (
     "windows_fired", "windows_drain_only", "emit_latency_mean", "emit_latency_p99", "peak_open_windows",
     "too_late_by_partition",
 )
+COMPARE_FIELDS = ("strategy", *FIELDS, "lateness_range")
+"""A ``--compare`` row: the grid's fields (``lateness`` is ``None``) plus the label and, for adaptive, L's range."""
 
 
-def shifted(w0: np.ndarray | int, bound_us: int) -> np.ndarray:
-    """``W_L`` from ``W_0``: subtract ``L`` where the watermark is defined."""
-    w = np.asarray(w0, dtype=np.int64)
-    return np.where(w <= NEG_INF, NEG_INF, w - bound_us)
+@dataclass(frozen=True)
+class Prepared:
+    """A chunk made ready for every lane: clipped times, lanes' watermarks, the data rows."""
+
+    n: int
+    event_us: np.ndarray
+    data: np.ndarray  # indices of the data rows (all but marker rows)
+    labels: PartitionCodes  # too-late attribution per row: partition, or source/partition
+    n_clipped: int
+    max_before: int  # max data event time seen before the chunk
+    cum_max: np.ndarray  # max data event time seen up to each row
+    run_last_row: np.ndarray  # last row of each micro-batch run
+    scans: dict[LaneKey, LaneScan]
 
 
-def zero_bound_tracker(strategy: WatermarkStrategy) -> WatermarkTracker:
-    """The one tracker a sweep needs: ``L = 0`` for every partition, so ``W_L = shifted(W_0, L)``."""
-    return WatermarkTracker(replace(strategy, max_out_of_orderness_us=0, per_partition_us=(), _bounds={}))
+class ReplayBase:
+    """What both sweeps share: lanes, clipping, micro-batch runs, and the watermark scan of a chunk."""
 
+    def __init__(
+        self,
+        strategy: WatermarkStrategy | Strategies,
+        bounds_us: list[int],
+        compare: Mapping[str, Strategies] | None,
+    ) -> None:
+        self.strategies = as_strategies(strategy)
+        self.lanes: list[Lanes] = [grid_lanes(self.strategies, bounds_us)] if bounds_us else []
+        if compare:
+            self.lanes.append(ExactLanes({label: as_strategies(s) for label, s in compare.items()}))
+        self.keys: list[LaneKey] = [k for lanes in self.lanes for k in lanes.keys]
+        self.max_event = NEG_INF
+        self.last_batch: object = None
 
-def watermarks_by_batch(
-    tracker: WatermarkTracker,
-    coded: PartitionCodes,
-    event_us: np.ndarray,
-    arrival_us: np.ndarray | None,
-    batch_ids: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``W_0(r)`` per row, the rows that end a micro-batch run of the chunk, and ``W_0`` after each.
+    def _end_batch(self) -> None:
+        raise NotImplementedError
 
-    The tracker is fed one micro-batch at a time, as the engine feeds it, so the
-    watermark after a batch is exactly the one the engine frees state with
-    (idleness is judged at the batch's last arrival). ``W_0(r)`` itself does not
-    depend on the cut (SEMANTICS.md §8). The chunk's last row is always listed:
-    whether it ends its micro-batch is known only from the next chunk.
-    """
-    n = len(event_us)
-    starts = [0] if batch_ids is None else [0, *(np.flatnonzero(batch_ids[1:] != batch_ids[:-1]) + 1).tolist()]
-    stops = [*starts[1:], n]
-    w0 = np.empty(n, dtype=np.int64)
-    w_after = np.empty(len(starts), dtype=np.int64)
-    for i, (lo, hi) in enumerate(zip(starts, stops, strict=True)):
-        part = PartitionCodes(coded.names, coded.codes[lo:hi])
-        w0[lo:hi] = tracker.advance(part, event_us[lo:hi], None if arrival_us is None else arrival_us[lo:hi])
-        w_after[i] = tracker.watermark_us
-    return w0, np.array(stops, dtype=np.int64) - 1, w_after
+    def lateness_range(self, key: LaneKey) -> list[float] | None:
+        for lanes in self.lanes:
+            if key in lanes.keys:
+                r = lanes.lateness_range(key)
+                return None if r is None else [r[0] / 1e6, r[1] / 1e6]
+        return None
+
+    def _prepare(
+        self,
+        partitions: np.ndarray,
+        event_us: np.ndarray,
+        arrival_us: np.ndarray | None,
+        sources: np.ndarray | None,
+        markers: np.ndarray | None,
+        batch_ids: np.ndarray | None,
+    ) -> Prepared | None:
+        n = len(event_us)
+        if n == 0:
+            return None
+        if batch_ids is None or batch_ids[0] != self.last_batch:
+            self._end_batch()  # the previous chunk's last row ended its micro-batch
+        self.last_batch = None if batch_ids is None else batch_ids[-1]
+        parts = np.asarray(partitions)
+        src = None if sources is None or len(self.strategies) == 1 else np.asarray(sources).astype(str)
+        coded = PartitionCodes.of(parts)
+        labels = coded if src is None else PartitionCodes.of(np.char.add(np.char.add(src, "/"), parts.astype(str)))
+        event, clipped = clip_by_source(self.strategies, src, event_us, arrival_us)
+        mark = None if markers is None else np.asarray(markers, dtype=bool)
+        data = np.arange(n) if mark is None else np.flatnonzero(~mark)
+        data_event = event if mark is None else np.where(mark, NEG_INF, event)
+        max_before = self.max_event
+        cum_max = np.maximum.accumulate(np.maximum(data_event, max_before))
+        self.max_event = int(cum_max[-1])
+        starts = [0] if batch_ids is None else [0, *(np.flatnonzero(batch_ids[1:] != batch_ids[:-1]) + 1).tolist()]
+        chunk = Chunk(coded, src, event, arrival_us, mark, starts)
+        scans = {k: v for lanes in self.lanes for k, v in lanes.scan(chunk).items()}
+        run_last_row = np.array([*starts[1:], n], dtype=np.int64) - 1
+        return Prepared(n, event, data, labels, int(clipped[data].sum()), max_before, cum_max, run_last_row, scans)
+
+    @property
+    def low_us(self) -> int:
+        """The lowest ``W`` of every lane after the last chunk."""
+        return min(lanes.low_us for lanes in self.lanes)
+
+    def _row(self, key: LaneKey, grace_us: int, fields: dict) -> dict:
+        """One result dict: a grid row (``lateness``) or a compared strategy's (``strategy``, ``lateness_range``)."""
+        if isinstance(key, str):
+            return {"strategy": key, "lateness": None, "allowed_lateness": grace_us / 1e6, **fields,
+                    "lateness_range": self.lateness_range(key)}
+        return {"lateness": key / 1e6, "allowed_lateness": grace_us / 1e6, **fields}
+
+    def split(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
+        """(grid rows, compared-strategy rows) of :meth:`results`."""
+        return [r for r in rows if "strategy" not in r], [r for r in rows if "strategy" in r]
 
 
 def open_at_batch_ends(
@@ -178,26 +248,26 @@ class _GroupIndex:
             del self.seen[e]
 
 
-class LatenessSweep:
-    """Feed a log in arrival order, chunk by chunk; read one result per (L, G)."""
+class LatenessSweep(ReplayBase):
+    """Feed a log in arrival order, chunk by chunk; read one result per (lane, G).
+
+    Lanes are the bounds ``L`` of the grid (``bounds_us``) and the strategies
+    of ``compare`` (label -> strategy per source, replayed exactly).
+    """
 
     def __init__(
         self,
-        strategy: WatermarkStrategy,
+        strategy: WatermarkStrategy | Strategies,
         assigner: WindowAssigner,
         bounds_us: list[int],
         graces_us: list[int],
+        compare: Mapping[str, Strategies] | None = None,
     ) -> None:
+        super().__init__(strategy, bounds_us, compare)
         self.assigner = assigner
         self.graces = sorted(set(graces_us))
-        self.bounds = sorted(set(bounds_us))
-        self.max_event = NEG_INF
-        self.dead = 0
-        # One tracker at L = 0 serves every L (see the module docstring).
-        self.tracker = zero_bound_tracker(strategy)
         self.groups = _GroupIndex()
-        self.per = {b: _PerBound(grace={g: _PerGrace() for g in self.graces}) for b in self.bounds}
-        self.last_batch: object = None
+        self.per = {k: _PerBound(grace={g: _PerGrace() for g in self.graces}) for k in self.keys}
 
     def _end_batch(self) -> None:
         for pb in self.per.values():
@@ -212,62 +282,56 @@ class LatenessSweep:
         arrival_us: np.ndarray | None = None,
         dead_letter: int = 0,
         batch_ids: np.ndarray | None = None,
+        sources: np.ndarray | None = None,
+        markers: np.ndarray | None = None,
     ) -> None:
         """One chunk of valid rows, in arrival order, plus the chunk's dead-letter count.
 
         ``batch_ids``: each row's micro-batch (non-decreasing); ``None``: the
-        chunk is one micro-batch.
+        chunk is one micro-batch. ``sources``: each row's source (several
+        sources); ``markers``: True on marker rows (punctuated sources).
         """
-        self.dead += int(dead_letter)
         for pb in self.per.values():
             for pg in pb.grace.values():
                 pg.accounting.dead_letter += int(dead_letter)
                 pg.accounting.rows += int(dead_letter)
-        n = len(event_us)
-        if n == 0:
+        c = self._prepare(partitions, event_us, arrival_us, sources, markers, batch_ids)
+        if c is None:
             return
-        if batch_ids is None or batch_ids[0] != self.last_batch:
-            self._end_batch()  # the previous chunk's last row ended its micro-batch
-        self.last_batch = None if batch_ids is None else batch_ids[-1]
-        coded = PartitionCodes.of(np.asarray(partitions))
         keys = np.asarray(key_hash, dtype=np.int64)
-        event, clipped = clip_future(event_us, arrival_us, self.tracker.strategy.max_future_skew_us)
-        n_clipped = int(clipped.sum())
-        cum_max = np.maximum.accumulate(np.maximum(event, self.max_event))
-        self.max_event = int(cum_max[-1])
-        w0, run_last_row, run_w0 = watermarks_by_batch(self.tracker, coded, event, arrival_us, batch_ids)
-        w0_after = np.concatenate([w0[1:], [self.tracker.watermark_us]])  # W_0 after each row
-        pairs = self.assigner.assign(event)
-        pair_w0 = w0[pairs.row]
-        first = self.groups.first_pairs(pairs.end, keys[pairs.row])
-        g_end, g_w0 = pairs.end[first], pair_w0[first]
-        g_run = np.searchsorted(run_last_row, pairs.row[first], side="left")
-        for b, pb in self.per.items():
-            w_end = int(shifted(self.tracker.watermark_us, b))
-            pair_w = shifted(pair_w0, b)
-            g_w = shifted(g_w0, b)
+        local = self.assigner.assign(c.event_us[c.data])  # pairs of the data rows (row: index into c.data)
+        pair_row = c.data[local.row]
+        first = self.groups.first_pairs(local.end, keys[pair_row])
+        g_end, g_row = local.end[first], pair_row[first]
+        g_run = np.searchsorted(c.run_last_row, g_row, side="left")
+        n_data = len(c.data)
+        data_labels = c.labels.codes[c.data]
+        for k, pb in self.per.items():
+            scan = c.scans[k]
+            pair_w = scan.row_us[pair_row]
+            g_w = scan.row_us[g_row]
             _add_counts(pb.unfired, g_end[g_end > g_w])
-            self._fire(pb, shifted(w0_after, b), cum_max, w_end)
+            self._fire(pb, scan.after_rows(), c.cum_max, scan.end_us)
             for g, pg in pb.grace.items():
-                verdict = classify(pairs.end, pair_w, g)
-                rows = row_verdicts(pairs.row, verdict, n) if self.assigner.windows_per_row > 1 else verdict
-                pg.accounting = pg.accounting + Accounting.from_verdicts(rows, 0, n_clipped)
+                verdict = classify(local.end, pair_w, g)
+                rows = row_verdicts(local.row, verdict, n_data) if self.assigner.windows_per_row > 1 else verdict
+                pg.accounting = pg.accounting + Accounting.from_verdicts(rows, 0, c.n_clipped)
                 too = rows == Lateness.TOO_LATE
                 if too.any():
-                    counts = np.bincount(coded.codes[too], minlength=len(coded.names))
-                    for name, c in zip(coded.names, counts.tolist(), strict=True):
-                        if c:
-                            pg.too_late_by_partition[name] = pg.too_late_by_partition.get(name, 0) + c
+                    counts = np.bincount(data_labels[too], minlength=len(c.labels.names))
+                    for name, n in zip(c.labels.names, counts.tolist(), strict=True):
+                        if n:
+                            pg.too_late_by_partition[name] = pg.too_late_by_partition.get(name, 0) + n
                 admitted = g_end + g > g_w
-                opens = open_at_batch_ends(pg.open_groups, g_end[admitted], g_run[admitted], shifted(run_w0, b), g)
+                opens = open_at_batch_ends(pg.open_groups, g_end[admitted], g_run[admitted], scan.run_us, g)
                 pg.peak_open = max(pg.peak_open, int(opens[:-1].max(initial=0)))
                 pg.open_now = int(opens[-1])
                 _add_counts(pg.open_groups, g_end[admitted])
-                for e in [e for e in pg.open_groups if e + g <= w_end]:
+                for e in [e for e in pg.open_groups if e + g <= scan.end_us]:
                     del pg.open_groups[e]
-        # No (L, G) of the grid admits a pair of a window whose end + L + G <= W_0 any more.
-        if self.tracker.watermark_us > NEG_INF:
-            self.groups.forget_before(self.tracker.watermark_us - self.bounds[-1] - self.graces[-1] + 1)
+        # No lane admits a pair of a window whose end + G <= its W any more.
+        if self.low_us > NEG_INF:
+            self.groups.forget_before(self.low_us - self.graces[-1] + 1)
 
     @staticmethod
     def _fire(pb: _PerBound, w_after: np.ndarray, cum_max: np.ndarray, w_end: int) -> None:
@@ -278,10 +342,10 @@ class LatenessSweep:
             pb.latencies.append((int(cum_max[j]) - e, windows))
 
     def results(self) -> list[dict]:
-        """One dict per (L, G) with the fields of ``FIELDS`` (times in seconds)."""
+        """One dict per (lane, G): the fields of ``FIELDS`` (``COMPARE_FIELDS`` for a compared strategy)."""
         self._end_batch()  # the end of the log ends the last micro-batch
         out = []
-        for b, pb in self.per.items():
+        for k, pb in self.per.items():
             lat = np.array([x for x, _ in pb.latencies], dtype=np.float64) / 1e6
             weights = np.array([c for _, c in pb.latencies], dtype=np.int64)
             mean = float(np.average(lat, weights=weights)) if weights.sum() else None
@@ -289,9 +353,7 @@ class LatenessSweep:
             drain_only = sum(pb.unfired.values())
             for g, pg in pb.grace.items():
                 acc = pg.accounting
-                out.append({
-                    "lateness": b / 1e6,
-                    "allowed_lateness": g / 1e6,
+                out.append(self._row(k, g, {
                     "rows": acc.rows,
                     "on_time": acc.on_time,
                     "late_updates": acc.late_updates,
@@ -304,5 +366,5 @@ class LatenessSweep:
                     "emit_latency_p99": p99,
                     "peak_open_windows": pg.peak_open,
                     "too_late_by_partition": dict(sorted(pg.too_late_by_partition.items())),
-                })
+                }))
         return out
