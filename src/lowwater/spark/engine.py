@@ -40,7 +40,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.utils import CapturedException
 
 from lowwater.config import ConfigError, PipelineConfig
-from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.io.checkpoint import admit_after_drain, check_fingerprint, fingerprint
@@ -57,9 +56,17 @@ from lowwater.spark.operators import OPERATORS, WindowOperator
 from lowwater.spark.parse import normalise, unit_matters
 from lowwater.spark.planner import StepPlanner
 from lowwater.spark.state import Manifest
-from lowwater.spark.step import ORDER_KEYS, TOTAL_KEYS, OperatorResult, StepPlan, StepReport
+from lowwater.spark.step import (
+    ORDER_KEYS,
+    TOTAL_KEYS,
+    StepPlan,
+    StepReport,
+    add_totals,
+    count_out_of_order,
+    summarise,
+)
 from lowwater.spark.windowing import StateLayout
-from lowwater.time import NEG_INF, POS_INF, format_ts, output_us
+from lowwater.time import POS_INF, format_ts
 
 __all__ = [
     "DRAINED_REASON", "METRICS_ARROW", "METRICS_SCHEMA", "ORDER_KEYS", "TOTAL_KEYS", "Engine", "StepPlan",
@@ -313,8 +320,8 @@ class Engine:
             for c in cache:
                 c.unpersist()
         t_fold = time.monotonic()
-        report = self._report(step, spark_batch, plan.watermark, result, plan.clock)
-        self._order_checks(report, plan, admitted)
+        report = StepReport.of(step, spark_batch, plan.watermark, result, plan.clock)
+        count_out_of_order(report, plan, admitted)
         report.duration_s = time.monotonic() - t0
         self._commit(report, tracker, prev, result.buckets)
         log.debug(
@@ -323,22 +330,6 @@ class Engine:
         )
         return report
 
-    @staticmethod
-    def _report(step: int, spark_batch: int, watermark_us: int, result: OperatorResult, clock: int | None,
-                ) -> StepReport:
-        return StepReport(
-            step=step,
-            spark_batch=spark_batch,
-            accounting=result.accounting,
-            watermark_us=watermark_us,
-            windows_fired=result.windows_fired,
-            revisions=result.revisions,
-            provisionals=result.provisionals,
-            open_windows=sum(b.rows for b in result.buckets.values()),
-            state_bytes=sum(b.bytes for b in result.buckets.values()),
-            extra={"clock": clock},
-        )
-
     def _ensure_outputs(self) -> None:
         """Once per engine: every output exists and reads as an empty table with its columns (``io/sink``)."""
         if not self._outputs_ready:
@@ -346,25 +337,6 @@ class Engine:
                                            None, 0)
             self.sinks.prepare_all(self.schema, results, METRICS_ARROW, METRICS_SCHEMA)
             self._outputs_ready = True
-
-    def _order_checks(self, report: StepReport, plan: StepPlan, admitted: Admitted | None) -> None:
-        """Count (and warn about) input read out of its order: nothing is skipped, nothing is silent."""
-        if admitted is not None and admitted.out_of_order:
-            report.out_of_order_files = len(admitted.out_of_order)
-            report.out_of_order_rows = admitted.out_of_order_rows
-            log.warning(
-                "step %d: %d file(s) (%d rows) landed after a file with a later name had been admitted and are "
-                "read out of name order (metrics: out_of_order_files/rows): %s",
-                report.step, report.out_of_order_files, report.out_of_order_rows, ", ".join(admitted.out_of_order),
-            )
-        regression = plan.arrival_regression
-        if regression is not None:
-            report.arrival_regressions = 1
-            log.warning(
-                "step %d: earliest arrival %s is before the latest arrival of the steps before (%s): its files "
-                "landed out of arrival order (metrics: arrival_regressions)",
-                report.step, format_ts(regression[0]), format_ts(regression[1]),
-            )
 
     def _write_dead_letters(self, parsed: DataFrame, step: int) -> None:
         cols = [F.col(c) for c in self.schema.fieldNames()]
@@ -375,14 +347,6 @@ class Engine:
         self.sinks.write("dead_letter", step, dead)
 
     def _commit(self, report: StepReport, tracker: WatermarkTracker, prev: Manifest, buckets: dict) -> None:
-        totals = {k: int(prev.totals.get(k, 0)) for k in TOTAL_KEYS}
-        for k, v in report.accounting.as_dict().items():
-            totals[k] += v
-        totals["windows_fired"] += report.windows_fired
-        totals["revisions"] += report.revisions
-        totals["provisionals"] += report.provisionals
-        for k in ORDER_KEYS:
-            totals[k] += getattr(report, k)
         metrics = metrics_row(report, tracker)
         self.sinks.write_rows("metrics", report.step, metrics_table(metrics), METRICS_SCHEMA)
         _fault("before_deliver", report.step)
@@ -395,7 +359,7 @@ class Engine:
             spark_batch=report.spark_batch,
             buckets=buckets,
             tracker=tracker.state.to_json(),
-            totals=totals,
+            totals=add_totals(prev.totals, report),
             drained=prev.drained or report.watermark_us >= POS_INF,
         )
         self.store.commit(manifest)
@@ -432,31 +396,11 @@ class Engine:
         finally:
             for c in cache:
                 c.unpersist()
-        report = StepReport(
-            step=step,
-            spark_batch=prev.spark_batch,
-            accounting=result.accounting,
-            watermark_us=POS_INF,
-            windows_fired=result.windows_fired,
-            revisions=result.revisions,
-            duration_s=time.monotonic() - t0,
-            extra={"clock": None},
-        )
+        report = StepReport.of(step, prev.spark_batch, POS_INF, result, None)
+        report.duration_s = time.monotonic() - t0
         self._commit(report, tracker, prev, result.buckets)
         return self.store.latest()
 
     def summary(self, manifest: Manifest) -> dict:
         """The accounting totals of SEMANTICS.md §6 for everything this checkpoint processed."""
-        t = {k: int(manifest.totals.get(k, 0)) for k in TOTAL_KEYS}
-        acc = Accounting(**{k: t[k] for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped")})
-        w = manifest.tracker.get("watermark_us", NEG_INF) if manifest.tracker else NEG_INF
-        return {
-            **t,
-            "completeness": acc.completeness(),
-            "balanced": acc.balanced,
-            "final_watermark": format_ts(w),
-            "final_watermark_us": output_us(w),
-            "open_windows": manifest.open_windows,
-            "steps": manifest.step + 1,
-            "drained": manifest.drained,
-        }
+        return summarise(manifest)
