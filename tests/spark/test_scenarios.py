@@ -354,16 +354,18 @@ def test_global_window_without_key_and_every_aggregate(spark):
 
 def test_executors_disagreeing_with_the_driver_stop_the_step_before_it_commits(spark, tmp_path, monkeypatch):
     """The pair-count check (run while the driver builds the fold) fails the step loudly; nothing is committed."""
-    from lowwater.spark.engine import Engine
+    from dataclasses import replace
 
-    real = Engine._plan
+    from lowwater.spark.planner import StepPlanner
+
+    real = StepPlanner.plan
 
     def off_by_one(self, compact, tracker, prev):  # noqa: ANN001, ANN202
         plan = real(self, compact, tracker, prev)
-        plan["pair_counts"] = plan["pair_counts"] + np.array([1, 0, 0])  # the driver "expects" one more on-time pair
-        return plan
+        # the driver "expects" one more on-time pair
+        return replace(plan, pair_counts=plan.pair_counts + np.array([1, 0, 0]))
 
-    monkeypatch.setattr(Engine, "_plan", off_by_one)
+    monkeypatch.setattr(StepPlanner, "plan", off_by_one)
     rows = rows_of("""
     p  t
     0  1

@@ -23,19 +23,18 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Protocol
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import StructType
 
 from lowwater.spark.columns import select_built
 from lowwater.spark.fs import HadoopFS
 
 KINDS = ("results", "late", "dead_letter", "metrics")
-STAGED = ("results", "late", "dead_letter")  # what a transactional sink receives row by row
 EMPTY_STEP = -1  # ``batch_id=-1`` holds each output's empty schema file
 # Session settings of every Parquet write: UTC-adjusted microsecond timestamps.
 OUTPUT_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
@@ -60,22 +59,17 @@ def nullable(df: DataFrame) -> DataFrame:
     return select_built(df, ("nullable", schema.json()), build)  # built once per schema and context
 
 
-class StagingSink(Protocol):
-    """A sink that takes a step's rows before the step commits (``io.postgres.PostgresSink``)."""
-
-    def stage(self, kind: str, step: int, df: DataFrame) -> int: ...
-
-    def ensure_tables(self, kind: str, schema: StructType) -> None: ...
-
-
 class ParquetOutputs:
-    """Writes a step's frames idempotently under ``root``."""
+    """Writes a step's frames idempotently under ``root``: the first of a pipeline's sinks (``io/sink.py``).
+
+    Overwriting ``<kind>/batch_id=<step>`` is what makes it exactly-once, so
+    it has nothing to do when a step begins or is delivered.
+    """
 
     def __init__(self, spark: SparkSession, root: str) -> None:
         self.spark = spark
         self.root = root.rstrip("/")
         self.fs = HadoopFS(spark)
-        self.sink: StagingSink | None = None
         for k, v in OUTPUT_CONF.items():
             spark.conf.set(k, v)
 
@@ -83,13 +77,16 @@ class ParquetOutputs:
         base = f"{self.root}/{kind}"
         return base if step is None else f"{base}/batch_id={step}"
 
+    def begin_step(self, step: int) -> None:
+        """Nothing to forget: every write of the step overwrites its directory."""
+
     def write(self, kind: str, step: int, df: DataFrame) -> None:
-        """Write the step's frame; a staging sink then copies what was written (one computation)."""
-        path = self.path(kind, step)
-        df = nullable(df)
-        df.write.mode("overwrite").parquet(path)
-        if self.sink is not None and kind in STAGED:
-            self.sink.stage(kind, step, self.spark.read.parquet(path))
+        """Write the step's frame (replacing what an earlier attempt of the step wrote)."""
+        nullable(df).write.mode("overwrite").parquet(self.path(kind, step))
+
+    def read(self, kind: str, step: int) -> DataFrame:
+        """What :meth:`write` wrote for the step (a later sink stages from it: the frame is computed once)."""
+        return self.spark.read.parquet(self.path(kind, step))
 
     def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: StructType) -> None:
         """A handful of driver-side rows (metrics): plain Parquet when the path is local, else Spark."""
@@ -104,14 +101,12 @@ class ParquetOutputs:
         d.mkdir(parents=True)
         pq.write_table(table, d / "part-00000.parquet")
 
-    def ensure_empty(self, kind: str, empty: DataFrame | pa.Table, spark_schema: StructType | None = None) -> None:
-        """Give ``kind`` its empty schema file (once: nothing happens if it is there) and the sink its table.
+    def prepare(self, kind: str, empty: DataFrame | pa.Table, spark_schema: StructType | None = None) -> None:
+        """Give ``kind`` its empty schema file (once: nothing happens if it is there).
 
         ``empty`` is a zero-row frame shaped exactly as the step's frames of
         ``kind`` are (a DataFrame, or an Arrow table for driver-written rows).
         """
-        if self.sink is not None and kind in STAGED and isinstance(empty, DataFrame):
-            self.sink.ensure_tables(kind, empty.schema)
         if self.fs.exists(self.path(kind, EMPTY_STEP)):
             return
         if isinstance(empty, pa.Table):
@@ -120,20 +115,12 @@ class ParquetOutputs:
             return
         nullable(empty).coalesce(1).write.mode("overwrite").parquet(self.path(kind, EMPTY_STEP))
 
-    def ensure_all(self, inputs: StructType, results: DataFrame, metrics: pa.Schema, metrics_spark: StructType) -> None:
-        """:meth:`ensure_empty` for every output: late rows and dead letters are the input columns plus their own."""
-        text = [StructField(c, StringType()) for c in ("reason", "source_file")]
-        times = [StructField(c, TimestampType()) for c in ("watermark", "window_start", "window_end")]
-        empty = self.spark.createDataFrame
-        self.ensure_empty("results", results)
-        self.ensure_empty("late", empty([], StructType([*inputs.fields, *times, *text])))
-        self.ensure_empty("dead_letter", empty([], StructType([*inputs.fields, StructField("raw", StringType()),
-                                                               *text])))
-        self.ensure_empty("metrics", metrics.empty_table(), metrics_spark)
-
     def clear(self, kind: str, step: int) -> None:
         """Remove what an earlier attempt of ``step`` may have left (it had output, this one has none)."""
         self.fs.delete(self.path(kind, step))
+
+    def deliver(self, step: int, spark_batch: int, metrics: dict[str, Any]) -> None:
+        """Nothing to deliver: the step's directories are in place once written."""
 
     def write_summary(self, summary: dict) -> str:
         path = f"{self.root}/summary.json"

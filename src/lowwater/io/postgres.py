@@ -1,5 +1,9 @@
 """PostgreSQL sink: results, late rows, dead letters and metrics, exactly once.
 
+One of the pipeline's sinks (``io/sink.py``), after the Parquet output: it
+stages each frame from the Parquet files that sink just wrote, so a step's
+frame is computed once and PostgreSQL receives exactly the rows Parquet has.
+
 Protocol (one step = one micro-batch or the drain):
 
 1. ``begin_step``: the driver deletes whatever an earlier attempt of this step
@@ -29,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -40,6 +44,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lowwater.config import PostgresConfig
+
+if TYPE_CHECKING:
+    from lowwater.io.outputs import ParquetOutputs
 
 log = logging.getLogger("lowwater")
 
@@ -200,12 +207,19 @@ def _copy_partition(cfg: PostgresConfig, staging: sql.Composable, pipeline: str,
 
 
 class PostgresSink:
-    """Delivers a step's rows to PostgreSQL in one transaction with its batch id."""
+    """Delivers a step's rows to PostgreSQL in one transaction with its batch id.
 
-    def __init__(self, cfg: PostgresConfig, pipeline: str, keys: tuple[str, ...]) -> None:
+    ``written``: the Parquet output the step's frames are staged from (see
+    the module docstring); without it, only :meth:`stage` takes rows.
+    """
+
+    def __init__(
+        self, cfg: PostgresConfig, pipeline: str, keys: tuple[str, ...], written: ParquetOutputs | None = None,
+    ) -> None:
         self.cfg = cfg
         self.pipeline = pipeline
         self.keys = keys
+        self.written = written
         self.tables = {"results": cfg.results_table, "late": cfg.late_table, "dead_letter": cfg.dead_letter_table}
         self._columns: dict[str, list[str]] = {}  # kinds whose tables this process created/checked
         self._staged: set[str] = set()
@@ -275,6 +289,26 @@ class PostgresSink:
     def ensure_tables(self, kind: str, schema: T.StructType) -> None:
         """Create the tables of ``kind`` before any row arrives, so an empty output is an empty table."""
         self._ensure(kind, schema)
+
+    def prepare(self, kind: str, empty: DataFrame | pa.Table, spark_schema: T.StructType | None = None) -> None:
+        """The tables of a staged output exist before any row arrives (the metrics table: at construction)."""
+        if kind in KINDS and isinstance(empty, DataFrame):
+            self.ensure_tables(kind, empty.schema)
+
+    def write(self, kind: str, step: int, frame: DataFrame) -> None:
+        """Stage the step's rows of ``kind`` from what the Parquet output wrote for it (``frame`` is not recomputed)."""
+        if kind not in KINDS:
+            return
+        if self.written is None:
+            msg = "PostgresSink.write needs the Parquet output it stages from (written=...)"
+            raise RuntimeError(msg)
+        self.stage(kind, step, self.written.read(kind, step))
+
+    def clear(self, kind: str, step: int) -> None:
+        """No rows of ``kind``: nothing to stage (:meth:`begin_step` removed an earlier attempt's)."""
+
+    def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: T.StructType) -> None:
+        """Driver-side rows are the metrics row, which :meth:`deliver` inserts in its transaction."""
 
     def begin_step(self, step: int) -> None:
         """Forget what an earlier, undelivered attempt of ``step`` staged."""

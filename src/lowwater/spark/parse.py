@@ -38,7 +38,7 @@ def time_us(col: Column, dtype: T.DataType, unit_us: int) -> Column:
 
     A number too large for int64 µs in ``unit`` (epoch µs read as seconds) is null,
     not an overflow error: the row is a dead letter and the first step's unit check
-    (``Engine._check_time_unit``) names the unit that fits.
+    (``StepPlanner.plan``, ``spark/planner.py``) names the unit that fits.
     """
     if isinstance(dtype, T.TimestampType | T.TimestampNTZType | T.DateType):
         return F.unix_micros(col.cast("timestamp"))

@@ -1,0 +1,99 @@
+"""The sink protocol: where a step's outputs go, and the list of sinks the engine drives.
+
+A step writes its frames (``results``, ``late``, ``dead_letter``) and its
+metrics row to every sink, then asks every sink to **deliver** the step, and
+only then commits its manifest: a sink that needs to be exactly-once
+(PostgreSQL: stage, then one transaction with the batch id) does its
+transaction in ``deliver``, a sink that is idempotent by itself (Parquet:
+``batch_id=<step>`` overwritten) has nothing to deliver. A crash anywhere
+before the manifest replays the step through every sink.
+
+Sinks are called in their order in :class:`Sinks` and each call returns
+before the next sink's: a sink may read what an earlier one wrote (the
+PostgreSQL sink stages from the Parquet files, so each frame is computed
+once). Adding a sink is one module implementing :class:`Sink` and one line
+where the engine builds its :class:`Sinks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+
+class Sink(Protocol):
+    """One destination of a pipeline's outputs (``io/outputs.py``, ``io/postgres.py``)."""
+
+    def prepare(self, kind: str, empty: DataFrame | pa.Table, spark_schema: StructType | None) -> None:
+        """Make ``kind`` exist with its columns before any row arrives (``empty`` is a zero-row frame of them)."""
+
+    def begin_step(self, step: int) -> None:
+        """A step (or the drain) starts: forget what an earlier, uncommitted attempt of it left."""
+
+    def write(self, kind: str, step: int, frame: DataFrame) -> None:
+        """The step's rows of ``kind`` (replacing an earlier attempt's)."""
+
+    def clear(self, kind: str, step: int) -> None:
+        """The step has no rows of ``kind``: remove what an earlier attempt may have left."""
+
+    def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: StructType) -> None:
+        """A handful of driver-side rows of ``kind`` (the metrics row)."""
+
+    def deliver(self, step: int, spark_batch: int, metrics: dict[str, Any]) -> Any:  # noqa: ANN401
+        """Make the step's writes visible, exactly once; called before the manifest commits."""
+
+
+class Sinks:
+    """The sinks of a pipeline, driven together in order (the first is the Parquet output)."""
+
+    def __init__(self, spark: SparkSession, sinks: Iterable[Sink]) -> None:
+        self.spark = spark
+        self.sinks = list(sinks)
+
+    def prepare_all(
+        self, inputs: StructType, results: DataFrame, metrics: pa.Schema, metrics_spark: StructType,
+    ) -> None:
+        """Every output exists: late rows and dead letters are the input columns plus their own."""
+        text = [StructField(c, StringType()) for c in ("reason", "source_file")]
+        times = [StructField(c, TimestampType()) for c in ("watermark", "window_start", "window_end")]
+        empty = self.spark.createDataFrame
+        frames: list[tuple[str, DataFrame | pa.Table, StructType | None]] = [
+            ("results", results, None),
+            ("late", empty([], StructType([*inputs.fields, *times, *text])), None),
+            ("dead_letter", empty([], StructType([*inputs.fields, StructField("raw", StringType()), *text])), None),
+            ("metrics", metrics.empty_table(), metrics_spark),
+        ]
+        for kind, frame, schema in frames:
+            for s in self.sinks:
+                s.prepare(kind, frame, schema)
+
+    def begin_step(self, step: int) -> None:
+        for s in self.sinks:
+            s.begin_step(step)
+
+    def write(self, kind: str, step: int, frame: DataFrame) -> None:
+        for s in self.sinks:
+            s.write(kind, step, frame)
+
+    def clear(self, kind: str, step: int) -> None:
+        for s in self.sinks:
+            s.clear(kind, step)
+
+    def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: StructType) -> None:
+        for s in self.sinks:
+            s.write_rows(kind, step, table, spark_schema)
+
+    def write_or_clear(self, kind: str, step: int, frame: DataFrame | None) -> None:
+        """:meth:`write` the frame, or :meth:`clear` ``kind`` when the step has none."""
+        if frame is not None:
+            self.write(kind, step, frame)
+        else:
+            self.clear(kind, step)
+
+    def deliver(self, step: int, spark_batch: int, metrics: dict[str, Any]) -> None:
+        for s in self.sinks:
+            s.deliver(step, spark_batch, metrics)

@@ -1,0 +1,214 @@
+"""Session windows on Spark: the driver side of the session :class:`WindowOperator`.
+
+Sessions merge, so a row's verdict depends on the state of its key, and the
+driver cannot decide it from ``W(r)`` alone. A session step is therefore:
+
+1. the driver's plan (``spark/planner.py``, as for every window type) gives
+   ``W(r)`` and the arrival sequence number of every row, broadcast by row id;
+2. one keyed pass (``operators/session_pass.py``) runs the core state machine
+   per key over the live state and the step's rows, persisted once;
+3. the driver checks that the executors' verdicts add up to its valid-row
+   count, writes results and late rows through the sinks (too-late row ids
+   joined back to the re-read micro-batch for the whole input row), and the
+   state as one bucket of the versioned store, committed through the step's
+   manifest by the engine.
+
+Every live session is read and rewritten each step; that state is bounded by
+``gap + L + G`` times the row rate (times the keys), see docs/design.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from pyspark.broadcast import Broadcast
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lowwater.config import PipelineConfig
+from lowwater.core.accounting import Accounting
+from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
+from lowwater.io.sink import Sinks
+from lowwater.spark.aggtypes import value_cast
+from lowwater.spark.columns import watermark_ts
+from lowwater.spark.jobs import side_by_side
+from lowwater.spark.operators.session_pass import COUNTS, make_session_step, out_schema, state_schema
+from lowwater.spark.state import Bucket, BucketStateStore, Manifest
+from lowwater.spark.step import OperatorResult, StepPlan
+from lowwater.spark.windowing import StateLayout
+from lowwater.time import POS_INF, output_us
+
+log = logging.getLogger("lowwater")
+
+BUCKET = 0  # all live sessions are one bucket of the versioned store
+
+
+class SessionOperator:
+    """Session windows: every live session is one bucket, read and rewritten by each step's keyed pass."""
+
+    def __init__(
+        self,
+        cfg: PipelineConfig,
+        spark: SparkSession,
+        layout: StateLayout,
+        state_dir: str,
+        sinks: Sinks,
+        inputs: T.StructType,
+        clock: Callable[[], int],
+    ) -> None:
+        self.cfg = cfg
+        self.spark = spark
+        self.layout = layout
+        self.sinks = sinks
+        self.inputs = inputs
+        self.clock = clock
+        self.out_schema = out_schema(layout)
+        self.store = BucketStateStore(spark, state_dir, self.state_schema())
+
+    def state_schema(self) -> T.StructType:
+        return state_schema(self.layout)
+
+    # -- Spark frames --------------------------------------------------------------
+
+    def _rows(self, parsed: DataFrame, clip: bool) -> DataFrame:
+        cols = [F.col(k) for k in self.layout.keys]
+        cols += [F.col(v).cast(value_cast(self.layout.value_type(j))).alias(f"_v{j}")
+                 for j, v in enumerate(self.layout.values)]
+        cols += [F.col("_event_us"), F.col("_rid"), F.lit(1).alias("_role")]
+        if clip:
+            cols.append(F.col("_arrival_us"))
+        return parsed.filter(F.col("_dead").isNull()).select(*cols)
+
+    def _run(
+        self, rows: DataFrame | None, prev: Manifest, watermark_us: int, lookup: Broadcast | None, clip: bool,
+    ) -> DataFrame | None:
+        """The persisted output frame of the keyed pass (None when there is nothing to run)."""
+        state = self.store.read(prev, {BUCKET})
+        keys = list(self.layout.keys)
+        parts = []
+        if state is not None:
+            packed = [c for c in state.columns if c not in keys]
+            parts.append(state.select(*keys, F.to_json(F.struct(*packed)).alias("_state"), F.lit(0).alias("_role")))
+        if rows is not None:
+            parts.append(rows.withColumn("_state", F.lit(None).cast("string")))
+        if not parts:
+            return None
+        union = parts[0]
+        for p in parts[1:]:
+            union = union.unionByName(p, allowMissingColumns=True)
+        row_cols = {"_rid": "long", "_event_us": "long", "_arrival_us": "long"}
+        row_cols.update({f"_v{j}": value_cast(self.layout.value_type(j)) for j in range(len(self.layout.values))})
+        for c, typ in row_cols.items():
+            if c not in union.columns:
+                union = union.withColumn(c, F.lit(None).cast(typ))
+        union = union.repartition(*keys) if keys else union.repartition(1)
+        fn = make_session_step(
+            self.layout,
+            int(self.cfg.window.gap_us or 0),
+            self.cfg.window.allowed_lateness_us,
+            self.cfg.window.accumulation,
+            self.cfg.watermark.max_future_skew_us,
+            lookup,
+            clip,
+            watermark_us,
+            self.cfg.early,
+            self.clock(),  # processing time for the early trigger (injectable, as for tumbling)
+            self.out_schema,
+        )
+        return union.mapInArrow(fn, self.out_schema).persist()
+
+    def _results(self, out: DataFrame, emit_wm: int | None) -> DataFrame:
+        """Emission rows as result rows (the columns of the tumbling path)."""
+        lay = self.layout
+        df = out.filter(F.col("_out") == "E")
+        cols = [F.col(k) for k in lay.keys]
+        cols += [F.timestamp_micros("window_start").alias("window_start"),
+                 F.timestamp_micros("window_end").alias("window_end"), F.col("_n").alias("count")]
+        cols += lay.aggregate_columns()  # typed as the tumbling path types them (spark/aggtypes.py)
+        wm = F.timestamp_micros(F.lit(emit_wm)) if emit_wm is not None else F.lit(None).cast("timestamp")
+        cols += [F.col("_kind").alias("kind"), F.col("_rev").alias("revision"), wm.alias("watermark")]
+        return df.select(*cols)
+
+    def _finish(self, out: DataFrame | None, step: int, emit_wm: int | None) -> tuple[list[int], dict]:
+        """Write results and state; return the counts and the manifest's buckets."""
+        counts = [0] * len(COUNTS)
+        t0 = time.monotonic()
+        if out is not None:
+            got = out.filter(F.col("_out") == "C").agg(*[F.sum(c).alias(c) for c in COUNTS]).collect()[0]
+            counts = [int(got[c] or 0) for c in COUNTS]
+        t1 = time.monotonic()
+
+        def write_results() -> None:
+            self.sinks.write_or_clear("results", step, self._results(out, emit_wm) if counts[6] else None)
+
+        def write_state() -> dict[int, Bucket]:
+            buckets: dict[int, Bucket] = {}
+            if out is not None and counts[3]:
+                names = self.state_schema().fieldNames()
+                state = out.filter(F.col("_out") == "S").select(*names).withColumn("_bucket", F.lit(BUCKET))
+                for b, (rows, size) in self.store.write(step, state).items():
+                    buckets[b] = Bucket(version=step, fired=False, rows=rows, bytes=size)
+            return buckets
+
+        # Both read the persisted output of the keyed pass and do not depend on each other.
+        _, buckets = side_by_side(write_results, write_state)
+        t2 = time.monotonic()
+        log.debug("step %d sessions: keyed pass + counts %.2fs, results and state %.2fs", step, t1 - t0, t2 - t1)
+        return counts, buckets
+
+    # -- a step and the drain ------------------------------------------------------------
+
+    def step(
+        self, parsed: DataFrame, plan: StepPlan, prev: Manifest, step: int, cache: list[DataFrame],
+    ) -> OperatorResult:
+        cfg = self.cfg
+        w_new = plan.watermark
+        acc0 = plan.accounting
+        n_valid = acc0.rows - acc0.dead_letter
+        clip = bool(cfg.source.arrival_time) and cfg.watermark.max_future_skew_us is not None
+        rows = self._rows(parsed, clip) if n_valid else None
+        lookup = self.spark.sparkContext.broadcast(plan.lookup) if n_valid else None
+        out = self._run(rows, prev, w_new, lookup, clip)
+        if out is not None:
+            cache.append(out)
+        counts, buckets = self._finish(out, step, output_us(w_new))
+        on, late, too = counts[:3]
+        if on + late + too != n_valid:
+            msg = f"step {step}: executors judged {on + late + too} rows (on time, late, too late = " \
+                  f"{on}, {late}, {too}), the driver has {n_valid} valid rows"
+            raise RuntimeError(msg)
+        acc = Accounting(rows=acc0.rows, on_time=on, late_updates=late, too_late=too,
+                         dead_letter=acc0.dead_letter, clipped=acc0.clipped)
+        acc.check()
+        late_rows = None
+        if too and cfg.late_policy == LatePolicy.SIDE_OUTPUT and out is not None:
+            reason = DRAINED_REASON if prev.drained else TOO_LATE_REASON  # --after-drain: W was already +inf
+            late_rows = self._late_rows(parsed, out, reason)
+        self.sinks.write_or_clear("late", step, late_rows)
+        return OperatorResult(accounting=acc, buckets=buckets, windows_fired=counts[4], revisions=counts[5])
+
+    def _late_rows(self, parsed: DataFrame, out: DataFrame, reason: str) -> DataFrame:
+        """Too-late rows, whole: their ids joined back to the (re-read) micro-batch."""
+        tl = out.filter(F.col("_out") == "T").select(
+            "_rid", F.col("_w"), F.col("window_start").alias("_ws"), F.col("window_end").alias("_we")
+        )
+        joined = parsed.filter(F.col("_dead").isNull()).join(F.broadcast(tl), "_rid")
+        return joined.select(
+            *[F.col(c) for c in self.inputs.fieldNames()],
+            watermark_ts("_w").alias("watermark"),
+            F.timestamp_micros("_ws").alias("window_start"),
+            F.timestamp_micros("_we").alias("window_end"),
+            F.lit(reason).alias("reason"),
+            F.col("_file").alias("source_file"),
+        )
+
+    def drain(self, prev: Manifest, step: int, cache: list[DataFrame]) -> OperatorResult:
+        """``W = +inf``: every live session fires."""
+        out = self._run(None, prev, POS_INF, None, False)
+        if out is not None:
+            cache.append(out)
+        counts, _ = self._finish(out, step, output_us(POS_INF))
+        return OperatorResult(accounting=Accounting(), buckets={}, windows_fired=counts[4], revisions=counts[5])

@@ -1,0 +1,160 @@
+"""What one step is planned to do and what it did: the types the engine and its operators share.
+
+The driver plans a step (``spark/planner.py``) into a :class:`StepPlan`, a
+window operator (``spark/operators/``) carries it out into an
+:class:`OperatorResult`, and the engine turns that into the
+:class:`StepReport` it commits and logs. They live here, not in the engine,
+so an operator never imports the engine (no import circle); with them the
+step's bookkeeping (running totals, input-order counts, the summary).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lowwater.core.accounting import Accounting
+from lowwater.io.source import Admitted
+from lowwater.spark.state import Bucket, Manifest
+from lowwater.time import NEG_INF, format_ts, output_us
+
+log = logging.getLogger("lowwater")
+
+# Input read out of its order (counted and warned about, never skipped): see StepReport.
+ORDER_KEYS = ("out_of_order_files", "out_of_order_rows", "arrival_regressions")
+TOTAL_KEYS = (
+    "rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped", "windows_fired", "revisions",
+    "provisionals", *ORDER_KEYS,
+)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The driver's verdicts on a step, before any executor ran (``StepPlanner.plan``).
+
+    ``lookup`` is what the executors look rows up in (row ids sorted, with
+    ``W(r)`` and the arrival sequence number of each); ``read`` the state
+    buckets the step touches, fires or may make due; ``fires`` whether any
+    window can fire; ``clock`` the step's latest arrival time (None without
+    an arrival column); ``now_us`` the processing time the early trigger is
+    evaluated at, ``admit_us`` the one the step's rows were admitted at.
+    """
+
+    dead: int
+    accounting: Accounting
+    pair_counts: np.ndarray  # (on time, late, too late) pairs, as the driver judged them
+    lookup: tuple[np.ndarray, np.ndarray, np.ndarray]
+    read: frozenset[int]
+    fires: bool
+    watermark: int
+    clock: int | None
+    now_us: int
+    admit_us: int | None = None
+    arrival_regression: tuple[int, int] | None = None  # (earliest arrival of the step, latest before)
+
+    @property
+    def admitted_at_us(self) -> int:
+        """When the rows were admitted (the planning time if the engine did not say)."""
+        return self.now_us if self.admit_us is None else self.admit_us
+
+
+@dataclass(frozen=True)
+class OperatorResult:
+    """What a window operator did in a step or the drain (its outputs are already written through the sinks)."""
+
+    accounting: Accounting
+    buckets: dict[int, Bucket]  # the state the manifest records after the step
+    windows_fired: int = 0
+    revisions: int = 0
+    provisionals: int = 0
+
+
+@dataclass
+class StepReport:
+    """What one step did, for logs, metrics and tests."""
+
+    step: int
+    spark_batch: int
+    accounting: Accounting
+    watermark_us: int
+    windows_fired: int = 0
+    revisions: int = 0
+    provisionals: int = 0  # early firings (not part of the determinism guarantee)
+    open_windows: int = 0
+    state_bytes: int = 0
+    duration_s: float = 0.0
+    # Files that landed after a file with a later name was admitted (read out of name order), their
+    # rows, and 1 if the step's earliest arrival time is before the latest arrival of the steps before.
+    out_of_order_files: int = 0
+    out_of_order_rows: int = 0
+    arrival_regressions: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, step: int, spark_batch: int, watermark_us: int, result: OperatorResult,
+           clock: int | None) -> StepReport:
+        """The report of a step (or the drain) whose operator returned ``result``; ``clock``: its latest arrival."""
+        return cls(
+            step=step,
+            spark_batch=spark_batch,
+            accounting=result.accounting,
+            watermark_us=watermark_us,
+            windows_fired=result.windows_fired,
+            revisions=result.revisions,
+            provisionals=result.provisionals,
+            open_windows=sum(b.rows for b in result.buckets.values()),
+            state_bytes=sum(b.bytes for b in result.buckets.values()),
+            extra={"clock": clock},
+        )
+
+
+def add_totals(before: dict, report: StepReport) -> dict[str, int]:
+    """The manifest's running totals after ``report``'s step (:data:`TOTAL_KEYS`)."""
+    totals = {k: int(before.get(k, 0)) for k in TOTAL_KEYS}
+    for k, v in report.accounting.as_dict().items():
+        totals[k] += v
+    totals["windows_fired"] += report.windows_fired
+    totals["revisions"] += report.revisions
+    totals["provisionals"] += report.provisionals
+    for k in ORDER_KEYS:
+        totals[k] += getattr(report, k)
+    return totals
+
+
+def count_out_of_order(report: StepReport, plan: StepPlan, admitted: Admitted | None) -> None:
+    """Count (and warn about) input read out of its order: nothing is skipped, nothing is silent."""
+    if admitted is not None and admitted.out_of_order:
+        report.out_of_order_files = len(admitted.out_of_order)
+        report.out_of_order_rows = admitted.out_of_order_rows
+        log.warning(
+            "step %d: %d file(s) (%d rows) landed after a file with a later name had been admitted and are "
+            "read out of name order (metrics: out_of_order_files/rows): %s",
+            report.step, report.out_of_order_files, report.out_of_order_rows, ", ".join(admitted.out_of_order),
+        )
+    regression = plan.arrival_regression
+    if regression is not None:
+        report.arrival_regressions = 1
+        log.warning(
+            "step %d: earliest arrival %s is before the latest arrival of the steps before (%s): its files "
+            "landed out of arrival order (metrics: arrival_regressions)",
+            report.step, format_ts(regression[0]), format_ts(regression[1]),
+        )
+
+
+def summarise(manifest: Manifest) -> dict:
+    """The accounting totals of SEMANTICS.md §6 for everything a checkpoint processed (``summary.json``)."""
+    t = {k: int(manifest.totals.get(k, 0)) for k in TOTAL_KEYS}
+    acc = Accounting(**{k: t[k] for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped")})
+    w = manifest.tracker.get("watermark_us", NEG_INF) if manifest.tracker else NEG_INF
+    return {
+        **t,
+        "completeness": acc.completeness(),
+        "balanced": acc.balanced,
+        "final_watermark": format_ts(w),
+        "final_watermark_us": output_us(w),
+        "open_windows": manifest.open_windows,
+        "steps": manifest.step + 1,
+        "drained": manifest.drained,
+    }
