@@ -105,6 +105,22 @@ class ArrivalFrontier:
         )
         return holding[0][1] if holding else None
 
+    def bounds(self, state: FrontierState) -> dict[str, tuple[int, str] | None]:
+        """Per source, the ``(arrival, source)`` its rows must sort before to be judged (None: no bound).
+
+        The bound of ``s`` is the least ``(latest_t, t)`` over the other
+        holding sources ``t``: ``t`` can only deliver rows from there on.
+        """
+        idle = set(self.idle(state))
+        holding = sorted(
+            (state.latest_us.get(name, NEG_INF), name) for name in self.idle_timeout_us if name not in idle
+        )
+        out: dict[str, tuple[int, str] | None] = {}
+        for name in self.idle_timeout_us:
+            others = [(a, t) for a, t in holding if t != name]
+            out[name] = others[0] if others else None
+        return out
+
     def ready(self, state: FrontierState, sources: np.ndarray, arrival_us: np.ndarray) -> np.ndarray:
         """Mask of rows that may be judged now.
 
@@ -117,17 +133,14 @@ class ArrivalFrontier:
         """
         arr = np.asarray(arrival_us, dtype=np.int64)
         names = np.asarray(sources)
-        idle = set(self.idle(state))
-        holding = sorted(
-            (state.latest_us.get(name, NEG_INF), name) for name in self.idle_timeout_us if name not in idle
-        )
+        bounds = self.bounds(state)
         out = np.zeros(len(arr), dtype=bool)
         for name in np.unique(names).tolist():
             rows = names == name
-            others = [(a, t) for a, t in holding if t != name]
-            if not others:
+            bound = bounds.get(name)
+            if bound is None:
                 out[rows] = True
                 continue
-            bound, first = others[0]
-            out[rows] = (arr[rows] < bound) | ((arr[rows] == bound) & (name < first))
+            at, first = bound
+            out[rows] = (arr[rows] < at) | ((arr[rows] == at) & (name < first))
         return out

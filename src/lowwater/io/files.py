@@ -108,14 +108,21 @@ def saved_schema(state_dir: str) -> Path | None:
 
 def resolve_schema(spark: SparkSession, cfg: PipelineConfig, state_dir: str | None) -> StructType:
     """Infer once, then keep the schema with the checkpoint so a restart reads the same columns."""
+    return resolve_source_schema(spark, cfg, cfg.source, state_dir)
+
+
+def resolve_source_schema(
+    spark: SparkSession, cfg: PipelineConfig, src: SourceConfig, state_dir: str | None
+) -> StructType:
+    """One source's schema: inferred once, then kept under ``state_dir`` so a restart reads the same columns."""
     saved = saved_schema(state_dir) if state_dir else None
     if saved is not None and saved.exists():
         schema = StructType.fromJson(json.loads(saved.read_text()))
-        if cfg.source.schema:  # an explicit schema must match, never silently give way to the saved one
-            _check_same(infer_schema(spark, cfg.source), schema, str(saved), cfg)
+        if src.schema:  # an explicit schema must match, never silently give way to the saved one
+            _check_same(infer_schema(spark, src), schema, str(saved), cfg)
     else:
-        schema = infer_schema(spark, cfg.source)
-    check_columns(cfg, {cfg.source.name: schema.fieldNames()})
+        schema = infer_schema(spark, src)
+    check_columns(cfg, {src.name: schema.fieldNames()})
     if saved is not None and not saved.exists():
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps(schema.jsonValue()))

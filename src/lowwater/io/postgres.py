@@ -62,6 +62,8 @@ METRICS_COLUMNS: tuple[tuple[str, str], ...] = (
                               "windows_fired", "revisions", "open_windows", "state_bytes")),
     ("duration_s", "double precision"),
     *((k, "bigint") for k in ("out_of_order_files", "out_of_order_rows", "arrival_regressions")),
+    *((k, "bigint") for k in ("markers", "regressions")),
+    ("partition_lateness_s", "jsonb"), ("source_watermarks", "jsonb"), ("held_rows", "bigint"),
 )
 
 

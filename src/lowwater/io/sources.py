@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from functools import reduce
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.config import PipelineConfig
+from lowwater.config import ConfigError, PipelineConfig
 from lowwater.io.files import CORRUPT
 from lowwater.io.landing import LandingSource
 from lowwater.io.source import Admitted
@@ -46,15 +46,24 @@ ENGINE_COLUMNS = T.StructType([
 ])
 
 
+SOURCE = "source"  # the output column naming each row's source (late rows, dead letters)
+
+
 def union_payload(spark: SparkSession, schemas: dict[str, T.StructType]) -> T.StructType:
-    """The input columns of every source in one schema (first source's order, then new columns).
+    """``source``, then the input columns of every source (first source's order, then new columns).
 
     A column that two sources type differently takes the type Spark's union
     widens them to (e.g. int and long: long); one a union cannot reconcile
     stops the run at start with Spark's message.
     """
+    for name, schema in schemas.items():
+        if SOURCE in schema.fieldNames():
+            msg = (f"source.{name}: its column {SOURCE!r} clashes with the outputs' {SOURCE!r} column "
+                   "(the source of each late row and dead letter); rename it")
+            raise ConfigError(msg)
     frames = [spark.createDataFrame([], schema) for schema in schemas.values()]
-    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames).schema
+    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames).schema
+    return T.StructType([T.StructField(SOURCE, T.StringType()), *union.fields])
 
 
 def union_layout(payload: T.StructType) -> T.StructType:
@@ -62,12 +71,16 @@ def union_layout(payload: T.StructType) -> T.StructType:
     return T.StructType([*payload.fields, *ENGINE_COLUMNS.fields])
 
 
-def to_layout(df: DataFrame, layout: T.StructType) -> DataFrame:
-    """One source's normalised rows in the union's schema (missing columns null)."""
+def to_layout(df: DataFrame, layout: T.StructType, name: str) -> DataFrame:
+    """One source's normalised rows in the union's schema (``source`` = ``name``; missing columns null)."""
     have = set(df.columns)
-    return df.select(*[
-        (F.col(f.name) if f.name in have else F.lit(None)).cast(f.dataType).alias(f.name) for f in layout.fields
-    ])
+
+    def column(f: T.StructField) -> Column:
+        if f.name == SOURCE:
+            return F.lit(name)
+        return F.col(f.name) if f.name in have else F.lit(None)
+
+    return df.select(*[column(f).cast(f.dataType).alias(f.name) for f in layout.fields])
 
 
 class UnionSource:
@@ -97,7 +110,7 @@ class UnionSource:
         for name, src in self.parts.items():
             got = src.admit_positions(positions[name])
             rows = normalise_source(got.rows, self.configs[name], self.values, named=True)
-            frames.append(to_layout(rows, self.layout))
+            frames.append(to_layout(rows, self.layout, name))
             files += [f"{name}:{f}" for f in got.files]
             out_of_order += [f"{name}:{f}" for f in got.out_of_order]
             n_ooo += got.out_of_order_rows

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from lowwater.config import PipelineConfig
 from lowwater.core.lateness import Lateness, classify
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
@@ -31,6 +32,26 @@ from lowwater.spark.aggtypes import arrow_values
 from lowwater.spark.windowing import StateLayout
 
 PAYLOAD = "_in_"
+# The clipping bound of a union of sources: each row's own source's, in its ``_skew_us`` column.
+PER_ROW = "_skew_us"
+
+
+def clipping(cfg: PipelineConfig) -> tuple[bool, int | str | None]:
+    """(whether the executors clip event times, the bound: µs, or :data:`PER_ROW`) (SEMANTICS.md §5)."""
+    if cfg.named_sources:
+        return any(s.arrival_time and s.watermark.max_future_skew_us is not None for s in cfg.sources), PER_ROW
+    skew = cfg.watermark.max_future_skew_us
+    return bool(cfg.source.arrival_time) and skew is not None, skew
+
+
+def skew_of(batch: pa.RecordBatch | pa.Table, skew: int | str | None, rows: pa.Array | None = None):  # noqa: ANN201
+    """The clipping bound for a batch's rows: the configured one, or each row's (null: none)."""
+    if skew != PER_ROW:
+        return skew
+    col = batch.column(PER_ROW)
+    if rows is not None:
+        col = col.take(rows)
+    return pc.fill_null(col, np.iinfo(np.int64).max).to_numpy()
 
 
 def contrib_schema(layout: StateLayout, payload: list[T.StructField] | None) -> T.StructType:
@@ -51,7 +72,7 @@ def make_contribute(
     layout: StateLayout,
     assigner: WindowAssigner,
     grace_us: int,
-    max_future_skew_us: int | None,
+    max_future_skew_us: int | str | None,
     lookup,  # noqa: ANN001 - a Spark Broadcast of (rids, watermarks, seqs), sorted by rid
     payload: list[str] | None,
     has_arrival: bool,
@@ -86,7 +107,8 @@ def make_contribute(
                 raise RuntimeError(msg)
             w, seq = ws[i], seqs[i]
             arrival = b.column("_arrival_us").to_numpy() if has_arrival else None
-            event, _ = clip_future(b.column("_event_us").to_numpy(), arrival, max_future_skew_us)
+            skew = None if arrival is None else skew_of(b, max_future_skew_us)
+            event, _ = clip_future(b.column("_event_us").to_numpy(), arrival, skew)
             pairs = assigner.assign(event)
             verdict = classify(pairs.end, w[pairs.row], grace_us)
             take = pa.array(pairs.row)

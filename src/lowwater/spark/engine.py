@@ -43,18 +43,21 @@ from lowwater.config import ConfigError, PipelineConfig
 from lowwater.core.lateness import DRAINED_REASON
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.io.checkpoint import admit_after_drain, check_fingerprint, fingerprint
-from lowwater.io.files import CORRUPT, PARSE_CONF, resolve_schema
+from lowwater.io.files import CORRUPT, PARSE_CONF, resolve_schema, resolve_source_schema
 from lowwater.io.landing import check_resumable
 from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.io.sink import Sink, Sinks
 from lowwater.io.source import Admitted, StreamSource, open_source
+from lowwater.io.sources import UnionSource, source_state_dir, to_layout, union_layout, union_payload
 from lowwater.spark.columns import select
 from lowwater.spark.fs import HadoopFS
+from lowwater.spark.held import CARRIED, HeldRows
 from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA, metrics_row, metrics_table
 from lowwater.spark.operators import OPERATORS, WindowOperator
-from lowwater.spark.parse import normalise, unit_matters
+from lowwater.spark.parse import normalise, normalise_source, unit_matters
 from lowwater.spark.planner import StepPlanner
+from lowwater.spark.ready import judged_rows
 from lowwater.spark.state import Manifest
 from lowwater.spark.step import (
     ORDER_KEYS,
@@ -110,14 +113,6 @@ def _fault(point: str, step: int) -> None:
         os._exit(137)
 
 
-def _fault(point: str, step: int) -> None:
-    """Test-only crash injection: ``LOWWATER_FAULT=before_commit:3`` kills the process there."""
-    spec = os.environ.get("LOWWATER_FAULT")
-    if spec and spec == f"{point}:{step}":
-        log.error("LOWWATER_FAULT: crashing at %s of step %d", point, step)
-        os._exit(137)
-
-
 def wall_clock_us() -> int:
     """Processing time (µs since the epoch): what an ``every <duration>`` early trigger measures."""
     return time.time_ns() // 1000
@@ -148,7 +143,24 @@ class Engine:
         for k, v in {**PARSE_CONF, **STEP_CONF}.items():
             spark.conf.set(k, v)
         self.lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
-        self.schema = resolve_schema(spark, cfg, self.lw_dir)
+        self.held: HeldRows | None = None
+        if cfg.named_sources:  # [[source]] tables: each source its own schema, laid out as one (io/sources.py)
+            self.schemas = {
+                s.name: resolve_source_schema(spark, cfg, s, source_state_dir(self.lw_dir, s.name))
+                for s in cfg.sources
+            }
+            self.schema = union_payload(spark, self.schemas)
+            self.input_layout = union_layout(self.schema)
+            if cfg.multi_source:
+                self.held = HeldRows(spark, f"{self.lw_dir}/held", self.input_layout)
+            unit = {name: unit_matters(sch[cfg_src.event_time].dataType)
+                    for (name, sch), cfg_src in zip(self.schemas.items(), cfg.sources, strict=True)}
+            schema_text: str | dict[str, str] = {n: sch.simpleString() for n, sch in self.schemas.items()}
+        else:
+            self.schema = resolve_schema(spark, cfg, self.lw_dir)
+            self.schemas = {cfg.source.name: self.schema}
+            unit = {cfg.source.name: unit_matters(self.schema[cfg.source.event_time].dataType)}
+            schema_text = self.schema.simpleString()
         types = {f.name: f.dataType for f in self.schema.fields}
         self.layout = StateLayout(
             keys=cfg.window.key,
@@ -169,7 +181,7 @@ class Engine:
             # what the Parquet output wrote (one computation of each frame), so it comes after it.
             sinks.append(PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key, written=self.outputs))
         self.sinks = Sinks(spark, sinks)
-        self.planner = StepPlanner(cfg, unit_matters(types[cfg.source.event_time]), lambda: self.clock())
+        self.planner = StepPlanner(cfg, unit, lambda: self.clock())
         self.operator: WindowOperator = OPERATORS[cfg.window.type](
             cfg, spark, self.layout, f"{self.lw_dir}/state", self.sinks, self.schema, lambda: self.clock(),
         )
@@ -182,7 +194,7 @@ class Engine:
         self.query = None
         self.source: StreamSource | None = None
         started = self.fs.exists(f"{cfg.output.checkpoint.rstrip('/')}/spark/offsets") or self.store.latest().step >= 0
-        check_fingerprint(self.fs, self.lw_dir, cfg, fingerprint(cfg, self.schema.simpleString()), started)
+        check_fingerprint(self.fs, self.lw_dir, cfg, fingerprint(cfg, schema_text), started)
         check_resumable(self.fs, f"{cfg.output.checkpoint.rstrip('/')}/spark", cfg)  # offsets of an older source
 
     def close(self) -> None:
@@ -211,7 +223,10 @@ class Engine:
     def _run(self, once: bool, drain: bool, trigger_interval: str | None) -> Manifest:
         if trigger_interval is None and self.cfg.trigger_interval_us is not None:
             trigger_interval = f"{self.cfg.trigger_interval_us // 1000} milliseconds"
-        self.source = open_source(self.spark, self.cfg.source, self.schema, self.lw_dir)
+        if self.cfg.named_sources:
+            self.source = UnionSource(self.spark, self.cfg, self.schemas, self.lw_dir)
+        else:
+            self.source = open_source(self.spark, self.cfg.source, self.schema, self.lw_dir)
         self._ensure_outputs()
         writer = self.source.stream().writeStream.foreachBatch(self._foreach).option(
             "checkpointLocation", f"{self.cfg.output.checkpoint.rstrip('/')}/spark"
@@ -283,19 +298,32 @@ class Engine:
 
     # -- one step ------------------------------------------------------------------
 
-    def process_batch(self, df: DataFrame, spark_batch: int, admitted: Admitted | None = None) -> StepReport:
+    def _tracker(self, prev: Manifest) -> WatermarkTracker:
+        """The watermark tracker as ``prev`` left it: one strategy per source."""
+        strategies = self.cfg.strategies if self.cfg.named_sources else self.cfg.watermark
+        return WatermarkTracker(strategies, TrackerState.from_json(prev.tracker) if prev.tracker else None)
+
+    def normalised(self, name: str, raw: DataFrame) -> DataFrame:
+        """A named source's raw rows, normalised and laid out like every source's (tests land files this way)."""
+        src = next(s for s in self.cfg.sources if s.name == name)
+        return to_layout(normalise_source(raw, src, tuple(self.cfg.window.value_columns), named=True),
+                         self.input_layout, name)
+
+    def process_batch(
+        self, df: DataFrame, spark_batch: int, admitted: Admitted | None = None, release: bool = False,
+    ) -> StepReport:
         """Process one micro-batch as one step (idempotent per Spark batch id): plan, operator, sinks, commit.
 
-        ``df`` holds the input rows; ``admitted`` (from the source) says which files they came from.
+        ``df`` holds the input rows (``[[source]]`` pipelines: already normalised and laid out by
+        ``io/sources.py``); ``admitted`` (from the source) says which files they came from.
+        ``release`` (the drain of several sources): no new rows, judge every held one.
         """
         t0 = time.monotonic()
         admit_us = self.clock()  # processing time at which this step's rows are admitted
         cfg = self.cfg
-        prev = self.store.latest(before_spark_batch=spark_batch)
+        prev = self.store.latest() if release else self.store.latest(before_spark_batch=spark_batch)
         step = prev.step + 1
-        tracker = WatermarkTracker(
-            cfg.watermark, TrackerState.from_json(prev.tracker) if prev.tracker else None
-        )
+        tracker = self._tracker(prev)
         self.sinks.begin_step(step)
         self._ensure_outputs()
         cache: list[DataFrame] = []
@@ -304,26 +332,37 @@ class Engine:
             # and the row ids come out the same (same files, same splits); the
             # executors check every id they look up and the operator checks
             # their verdicts against the driver's.
-            parsed = normalise(df, cfg).withColumn("_rid", F.monotonically_increasing_id())
+            parsed = df if cfg.named_sources else normalise(df, cfg)
+            if self.held is not None:  # rows held behind the arrival frontier come first
+                parsed = parsed.withColumn(CARRIED, F.lit(False))
+                carried = self.held.read(prev)
+                if carried is not None:
+                    parsed = parsed.unionByName(carried)
+            parsed = parsed.withColumn("_rid", F.monotonically_increasing_id())
             compact = select(parsed, self.planner.compact_columns()).toArrow()
             if prev.drained and compact.num_rows:  # refused before anything is written (io/checkpoint.py)
                 admit_after_drain(cfg, compact.num_rows, self.after_drain)
             t_collect = time.monotonic()
-            plan = replace(self.planner.plan(compact, tracker, prev), admit_us=admit_us)
+            plan = replace(self.planner.plan(compact, tracker, prev, release=release), admit_us=admit_us)
             t_plan = time.monotonic()
             if plan.dead:
                 self._write_dead_letters(parsed, step)
             else:
                 self.sinks.clear("dead_letter", step)
-            result = self.operator.step(parsed, plan, prev, step, cache)
+            held = None
+            if self.held is not None:
+                held = self.held.write(step, judged_rows(parsed, plan.ready_bounds, held=True), plan.held)
+            result = self.operator.step(judged_rows(parsed, plan.ready_bounds, markers=self.planner.markers),
+                                        plan, prev, step, cache)
         finally:
             for c in cache:
                 c.unpersist()
         t_fold = time.monotonic()
         report = StepReport.of(step, spark_batch, plan.watermark, result, plan.clock)
+        report.markers, report.regressions, report.held_rows = plan.markers, plan.regressions, plan.held
         count_out_of_order(report, plan, admitted)
         report.duration_s = time.monotonic() - t0
-        self._commit(report, tracker, prev, result.buckets)
+        self._commit(report, tracker, prev, result.buckets, plan.frontier, held)
         log.debug(
             "step %d timings: collect %.2fs, plan %.2fs, operator %.2fs, commit %.2fs",
             step, t_collect - t0, t_plan - t_collect, t_fold - t_plan, time.monotonic() - t_fold,
@@ -346,7 +385,10 @@ class Engine:
         )
         self.sinks.write("dead_letter", step, dead)
 
-    def _commit(self, report: StepReport, tracker: WatermarkTracker, prev: Manifest, buckets: dict) -> None:
+    def _commit(
+        self, report: StepReport, tracker: WatermarkTracker, prev: Manifest, buckets: dict,
+        frontier: dict | None = None, held: dict | None = None,
+    ) -> None:
         metrics = metrics_row(report, tracker)
         self.sinks.write_rows("metrics", report.step, metrics_table(metrics), METRICS_SCHEMA)
         _fault("before_deliver", report.step)
@@ -361,8 +403,12 @@ class Engine:
             tracker=tracker.state.to_json(),
             totals=add_totals(prev.totals, report),
             drained=prev.drained or report.watermark_us >= POS_INF,
+            frontier=frontier if frontier is not None else prev.frontier,
+            held=held,
         )
         self.store.commit(manifest)
+        if self.held is not None:
+            self.held.collect_garbage(self.store.live_versions())
         _fault("after_commit", report.step)
         self.reports.append(report)
         acc = report.accounting
@@ -377,8 +423,15 @@ class Engine:
     # -- drain and summary -----------------------------------------------------------
 
     def drain(self) -> Manifest:
-        """Bounded input exhausted: ``W`` becomes +infinity and every open window fires (the operator's part)."""
+        """Bounded input exhausted: ``W`` becomes +infinity and every open window fires (the operator's part).
+
+        With several sources the rows still held behind the arrival frontier are
+        judged first, in one more step (nothing can arrive before them any more).
+        """
         prev = self.store.latest()
+        if prev.held_rows and not prev.drained:
+            self.process_batch(self.spark.createDataFrame([], self.input_layout), prev.spark_batch, release=True)
+            prev = self.store.latest()
         if not prev.drained:
             self.sinks.begin_step(prev.step + 1)  # forget what an interrupted drain staged
         self._ensure_outputs()
@@ -386,9 +439,7 @@ class Engine:
             return prev
         t0 = time.monotonic()
         step = prev.step + 1
-        tracker = WatermarkTracker(
-            self.cfg.watermark, TrackerState.from_json(prev.tracker) if prev.tracker else None
-        )
+        tracker = self._tracker(prev)
         tracker.drain()
         cache: list[DataFrame] = []
         try:

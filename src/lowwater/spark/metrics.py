@@ -14,8 +14,9 @@ import time
 import pyarrow as pa
 from pyspark.sql import types as T
 
+from lowwater.core.combine import partition_spread
 from lowwater.core.tracker import WatermarkTracker
-from lowwater.spark.step import ORDER_KEYS, StepReport
+from lowwater.spark.step import ORDER_KEYS, WATERMARK_KEYS, StepReport
 from lowwater.time import NEG_INF, POS_INF, to_datetime
 
 METRICS_SCHEMA = T.StructType([
@@ -38,6 +39,10 @@ METRICS_SCHEMA = T.StructType([
     T.StructField("state_bytes", T.LongType()),
     T.StructField("duration_s", T.DoubleType()),
     *[T.StructField(k, T.LongType()) for k in ORDER_KEYS],
+    *[T.StructField(k, T.LongType()) for k in WATERMARK_KEYS],
+    T.StructField("partition_lateness_s", T.MapType(T.StringType(), T.DoubleType())),
+    T.StructField("source_watermarks", T.MapType(T.StringType(), T.TimestampType())),
+    T.StructField("held_rows", T.LongType()),
 ])
 
 
@@ -55,13 +60,26 @@ METRICS_ARROW = pa.schema([
     )],
     ("duration_s", pa.float64()),
     *[(k, pa.int64()) for k in ORDER_KEYS],
+    *[(k, pa.int64()) for k in WATERMARK_KEYS],
+    ("partition_lateness_s", pa.map_(pa.string(), pa.float64())),
+    ("source_watermarks", pa.map_(pa.string(), pa.timestamp("us", tz="UTC"))),
+    ("held_rows", pa.int64()),
 ])
 
 
 def metrics_row(report: StepReport, tracker: WatermarkTracker) -> dict:
     """The step's metrics row (Python values in :data:`METRICS_ARROW`'s order): what every sink receives."""
     statuses = tracker.statuses()
-    spread, holder = tracker.spread()
+    spread, holding = partition_spread(sorted(statuses, key=lambda s: (s.partition, s.source)))
+    several = len(tracker.strategies) > 1
+
+    def name(s) -> str:  # noqa: ANN001 - a PartitionStatus
+        return f"{s.source}/{s.partition}" if several else s.partition
+
+    by_source: dict[str, int] = {}  # each source's own low watermark: min over its active partitions
+    for s in statuses:
+        if s.active and s.watermark_us > NEG_INF:
+            by_source[s.source] = min(by_source.get(s.source, POS_INF), s.watermark_us)
     w = report.watermark_us
     clock = report.extra.get("clock")
     if w <= NEG_INF or w >= POS_INF:
@@ -74,9 +92,9 @@ def metrics_row(report: StepReport, tracker: WatermarkTracker) -> dict:
     return {
         "spark_batch": report.spark_batch,
         "low_watermark": to_datetime(w),
-        "partition_watermarks": [(s.partition, to_datetime(s.watermark_us)) for s in statuses],
-        "idle_partitions": [s.partition for s in statuses if not s.active],
-        "holding_partition": holder,
+        "partition_watermarks": [(name(s), to_datetime(s.watermark_us)) for s in statuses],
+        "idle_partitions": [name(s) for s in statuses if not s.active],
+        "holding_partition": None if holding is None else name(holding),
         "spread_s": None if spread is None else spread / 1e6,
         "watermark_lag_s": lag,
         "rows": acc.rows,
@@ -91,6 +109,11 @@ def metrics_row(report: StepReport, tracker: WatermarkTracker) -> dict:
         "state_bytes": report.state_bytes,
         "duration_s": report.duration_s,
         **{k: getattr(report, k) for k in ORDER_KEYS},
+        **{k: getattr(report, k) for k in WATERMARK_KEYS},
+        # The bound L in force per partition (bounded: its L; adaptive: the quantile's; punctuated: none).
+        "partition_lateness_s": [(name(s), s.lateness_us / 1e6) for s in statuses if s.lateness_us is not None],
+        "source_watermarks": [(k, to_datetime(v)) for k, v in sorted(by_source.items())] if several else None,
+        "held_rows": report.held_rows,
     }
 
 

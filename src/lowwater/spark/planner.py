@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lowwater.config import PipelineConfig
+from lowwater.core.frontier import ArrivalFrontier, FrontierState
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import PartitionCodes, WatermarkTracker
@@ -47,41 +48,82 @@ class StepPlanner:
     ``clock`` is the processing-time clock (µs) the early trigger is evaluated at.
     """
 
-    def __init__(self, cfg: PipelineConfig, unit_matters: bool, clock: Callable[[], int]) -> None:
+    def __init__(self, cfg: PipelineConfig, unit_matters: dict[str, bool], clock: Callable[[], int]) -> None:
         self.cfg = cfg
         self.assigner = cfg.window.assigner()
-        self.unit_matters = unit_matters
+        self.unit_matters = unit_matters  # per source: its event-time column is numeric (time_unit applies)
         self.clock = clock
+        self.markers = any(s.marker for s in cfg.sources)
+        # Several sources: rows wait behind the arrival frontier (core/frontier.py).
+        self.frontier = (
+            ArrivalFrontier({s.name: s.watermark.idle_timeout_us for s in cfg.sources}) if cfg.multi_source else None
+        )
 
     def compact_columns(self) -> list[str]:
         """What the driver needs per row: ~30-40 bytes, no payload."""
-        src = self.cfg.source
+        sources = self.cfg.sources
         cols = ["_rid", "_dead", "_event_us", "_psort"]
-        if src.arrival_time:
+        if all(s.arrival_time for s in sources):
             cols.append("_arrival_us")
-        if src.offset:
+        if all(s.offset for s in sources):
             cols.append("_offset")
-        if not (src.arrival_time and src.offset):
+        if not all(s.arrival_time and s.offset for s in sources):
             cols += ["_file", "_block"]  # the source's own order breaks ties
+        if self.markers:
+            cols.append("_marker")
+        if self.cfg.multi_source:
+            cols += ["_source", "_part", "_carried"]
         return cols
 
-    def plan(self, compact: pa.Table, tracker: WatermarkTracker, prev: Manifest) -> StepPlan:
-        """Arrival order, ``W(r)``, verdicts, accounting and the state buckets to read (advances ``tracker``)."""
+    def _hold(self, compact: pa.Table, prev: Manifest, release: bool) -> tuple[pa.Table, int, dict, dict | None]:
+        """Several sources: deliver the new rows to the frontier; the valid rows it lets through, held count.
+
+        Returns (rows to judge, rows held, the frontier's state, its per-source bounds or None when
+        every row is judged). ``release`` (the drain) judges everything held.
+        """
+        assert self.frontier is not None
+        state = FrontierState.from_json(prev.frontier)
+        new = compact.filter(pc.invert(compact.column("_carried")))
+        self.frontier.deliver(
+            state, new.column("_source").to_numpy(zero_copy_only=False), new.column("_arrival_us").to_numpy()
+        )
+        if release:
+            return compact, 0, state.to_json(), None
+        bounds = self.frontier.bounds(state)
+        ready = self.frontier.ready(
+            state, compact.column("_source").to_numpy(zero_copy_only=False), compact.column("_arrival_us").to_numpy()
+        )
+        held = int((~ready).sum())
+        return compact.filter(pa.array(ready)), held, state.to_json(), bounds
+
+    def plan(self, compact: pa.Table, tracker: WatermarkTracker, prev: Manifest, release: bool = False) -> StepPlan:
+        """Arrival order, ``W(r)``, verdicts, accounting and the state buckets to read (advances ``tracker``).
+
+        With several sources only the rows the arrival frontier lets through are
+        judged; the rest are held (:attr:`StepPlan.held`). ``release``: judge
+        everything held (the drain).
+        """
         grace = self.cfg.window.allowed_lateness_us
         dead_mask = pc.is_valid(compact.column("_dead")).to_numpy(zero_copy_only=False)
         valid = compact.filter(pc.invert(pc.is_valid(compact.column("_dead"))))
+        if prev.tracker is None:  # the first step of a checkpoint
+            self._check_time_units(valid, compact)
+        held, frontier, bounds = 0, None, None
+        if self.frontier is not None:
+            valid, held, frontier, bounds = self._hold(valid, prev, release)
         n = valid.num_rows
 
         def col(name: str) -> np.ndarray | None:
             return valid.column(name).to_numpy() if name in valid.column_names else None
 
-        if prev.tracker is None and self.unit_matters:  # the first step of a checkpoint
-            check_time_unit(self.cfg.source, col("_event_us"), compact.column("_dead"))
         rid = col("_rid")
         # Partitions as dense codes that sort like their values, computed by Arrow: never a
         # numpy object array per row (np.unique over 1M Python strings costs ~1 s).
-        uniq = _sorted_unique(valid.column("_psort"))
-        pcode = _codes(valid.column("_psort"), uniq)
+        psort = valid.column("_psort")
+        if self.frontier is not None:  # several sources: (source, partition), the source first
+            psort = pc.binary_join_element_wise(valid.column("_source"), psort, "\x00")
+        uniq = _sorted_unique(psort)
+        pcode = _codes(psort, uniq)
         source_order = [rid]
         if "_file" in valid.column_names:
             files = valid.column("_file")
@@ -91,10 +133,17 @@ class StepPlanner:
         earliest = int(arrival.min()) if arrival is not None and n else None
         regressed = earliest is not None and NEG_INF < latest_before and earliest < latest_before
         order = arrival_order(n, arrival, pcode, col("_offset"), source_order)
-        names = PartitionCodes([str(u) for u in uniq.to_pylist()], pcode[order])
+        sources = None
+        if self.frontier is not None:
+            names = PartitionCodes.of(valid.column("_part").to_numpy(zero_copy_only=False)[order])
+            sources = valid.column("_source").to_numpy(zero_copy_only=False)[order]
+        else:
+            names = PartitionCodes([str(u) for u in uniq.to_pylist()], pcode[order])
+        markers = col("_marker")[order] if self.markers else None
+        regressions_before = tracker.state.regressions_ignored
         j = judge(
             tracker, self.assigner, grace, names, col("_event_us")[order],
-            None if arrival is None else arrival[order],
+            None if arrival is None else arrival[order], sources=sources, markers=markers,
         )
         acc = account(j, int(dead_mask.sum()))
         w_new = tracker.watermark_us
@@ -115,7 +164,7 @@ class StepPlanner:
         # Does any window fire in this step (stored, or opened by this batch and closed by its own W)?
         # If not and there are no late updates, the step emits nothing: no results job (operators/windowed.py).
         fires = bool(to_fire) or bool((on_time_ends <= w_new).any())
-        rid_sorted = rid[order]
+        rid_sorted = rid[order] if j.data is None else rid[order][j.data]  # data rows: markers are not judged
         by_rid = np.argsort(rid_sorted, kind="stable")
         return StepPlan(
             dead=int(dead_mask.sum()),
@@ -128,4 +177,21 @@ class StepPlanner:
             clock=int(arrival.max()) if arrival is not None and n else None,
             now_us=now_us,
             arrival_regression=(earliest, latest_before) if regressed else None,
+            markers=j.markers,
+            regressions=tracker.state.regressions_ignored - regressions_before,
+            held=held,
+            frontier=frontier,
+            ready_bounds=bounds,
         )
+
+    def _check_time_units(self, valid: pa.Table, compact: pa.Table) -> None:
+        """Numeric event times must fit each source's ``time_unit`` (spark/parse.check_time_unit)."""
+        for src in self.cfg.sources:
+            if not self.unit_matters.get(src.name):
+                continue
+            if "_source" in compact.column_names:
+                mine = valid.filter(pc.equal(valid.column("_source"), src.name))
+                dead = compact.filter(pc.equal(compact.column("_source"), src.name)).column("_dead")
+            else:
+                mine, dead = valid, compact.column("_dead")
+            check_time_unit(src, mine.column("_event_us").to_numpy(), dead)

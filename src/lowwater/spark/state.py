@@ -192,6 +192,16 @@ class BucketStateStore:
         self._cache[path] = manifest
         self._collect_garbage()
 
+    def live_versions(self) -> set[int]:
+        """Steps of the kept manifests and the held-row versions they name (spark/held.py keeps those)."""
+        out: set[int] = set()
+        for _, path in self._manifests()[-KEEP_MANIFESTS:]:
+            m = self._load(path)
+            out.add(m.step)
+            if m.held:
+                out.add(int(m.held["version"]))
+        return out
+
     def _collect_garbage(self) -> None:
         manifests = self._manifests()
         keep = manifests[-KEEP_MANIFESTS:]

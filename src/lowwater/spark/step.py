@@ -24,9 +24,12 @@ log = logging.getLogger("lowwater")
 
 # Input read out of its order (counted and warned about, never skipped): see StepReport.
 ORDER_KEYS = ("out_of_order_files", "out_of_order_rows", "arrival_regressions")
+# Watermark events: marker rows consumed (punctuated sources; not rows) and proposals below a
+# partition's watermark that were ignored (SEMANTICS.md §2, monotone).
+WATERMARK_KEYS = ("markers", "regressions")
 TOTAL_KEYS = (
     "rows", "on_time", "late_updates", "too_late", "dead_letter", "clipped", "windows_fired", "revisions",
-    "provisionals", *ORDER_KEYS,
+    "provisionals", *ORDER_KEYS, *WATERMARK_KEYS,
 )
 
 
@@ -53,6 +56,14 @@ class StepPlan:
     now_us: int
     admit_us: int | None = None
     arrival_regression: tuple[int, int] | None = None  # (earliest arrival of the step, latest before)
+    markers: int = 0  # marker rows consumed (punctuated sources): they move W, they are not data
+    regressions: int = 0  # watermark proposals ignored in this step (W is monotone)
+    # Several sources: valid rows held behind the arrival frontier (not judged in this step), the
+    # frontier's state for the manifest, and per source the (arrival, source) its rows were judged
+    # before (None: the source waits for nobody; the whole dict None: every row is judged).
+    held: int = 0
+    frontier: dict | None = None
+    ready_bounds: dict[str, tuple[int, str] | None] | None = None
 
     @property
     def admitted_at_us(self) -> int:
@@ -90,6 +101,9 @@ class StepReport:
     out_of_order_files: int = 0
     out_of_order_rows: int = 0
     arrival_regressions: int = 0
+    markers: int = 0
+    regressions: int = 0
+    held_rows: int = 0  # rows held behind the arrival frontier after this step (several sources)
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -118,7 +132,7 @@ def add_totals(before: dict, report: StepReport) -> dict[str, int]:
     totals["windows_fired"] += report.windows_fired
     totals["revisions"] += report.revisions
     totals["provisionals"] += report.provisionals
-    for k in ORDER_KEYS:
+    for k in (*ORDER_KEYS, *WATERMARK_KEYS):
         totals[k] += getattr(report, k)
     return totals
 
@@ -157,4 +171,5 @@ def summarise(manifest: Manifest) -> dict:
         "open_windows": manifest.open_windows,
         "steps": manifest.step + 1,
         "drained": manifest.drained,
+        **({"held_rows": manifest.held_rows} if manifest.frontier is not None else {}),
     }

@@ -37,6 +37,7 @@ from lowwater.core.sessions import (
 from lowwater.core.triggers import EarlyTrigger
 from lowwater.core.watermarks import clip_future
 from lowwater.spark.aggtypes import from_json, partial_kinds, python_values
+from lowwater.spark.contrib import skew_of
 from lowwater.spark.windowing import StateLayout
 from lowwater.time import POS_INF
 
@@ -89,7 +90,7 @@ def make_session_step(
     gap_us: int,
     grace_us: int,
     accumulation: str,
-    max_future_skew_us: int | None,
+    max_future_skew_us: int | str | None,
     lookup,  # noqa: ANN001 - a Spark Broadcast of (rids, watermarks, seqs) sorted by rid, or None
     has_arrival: bool,
     watermark_us: int,
@@ -166,7 +167,8 @@ def make_session_step(
                 raise RuntimeError(msg)
             w, seq = ws[i], seqs[i]
             arrival = t.column("_arrival_us").take(sel).to_numpy() if has_arrival else None
-            event, _ = clip_future(t.column("_event_us").take(sel).to_numpy(), arrival, max_future_skew_us)
+            skew = None if arrival is None else skew_of(t, max_future_skew_us, sel)
+            event, _ = clip_future(t.column("_event_us").take(sel).to_numpy(), arrival, skew)
             order = np.argsort(seq, kind="stable")
             take = pa.array(ridx[order])  # Python ints, Decimals or floats; NaN is null (spark/aggtypes.py)
             vals = [python_values(t.column(f"_v{j}").take(take), value_types[j]) for j in range(nv)]

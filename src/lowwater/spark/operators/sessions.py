@@ -34,6 +34,7 @@ from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
 from lowwater.io.sink import Sinks
 from lowwater.spark.aggtypes import value_cast
 from lowwater.spark.columns import watermark_ts
+from lowwater.spark.contrib import PER_ROW, clipping
 from lowwater.spark.jobs import side_by_side
 from lowwater.spark.operators.session_pass import COUNTS, make_session_step, out_schema, state_schema
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
@@ -80,6 +81,8 @@ class SessionOperator:
         cols += [F.col("_event_us"), F.col("_rid"), F.lit(1).alias("_role")]
         if clip:
             cols.append(F.col("_arrival_us"))
+            if clipping(self.cfg)[1] == PER_ROW:
+                cols.append(F.col(PER_ROW))
         return parsed.filter(F.col("_dead").isNull()).select(*cols)
 
     def _run(
@@ -99,7 +102,7 @@ class SessionOperator:
         union = parts[0]
         for p in parts[1:]:
             union = union.unionByName(p, allowMissingColumns=True)
-        row_cols = {"_rid": "long", "_event_us": "long", "_arrival_us": "long"}
+        row_cols = {"_rid": "long", "_event_us": "long", "_arrival_us": "long", PER_ROW: "long"}
         row_cols.update({f"_v{j}": value_cast(self.layout.value_type(j)) for j in range(len(self.layout.values))})
         for c, typ in row_cols.items():
             if c not in union.columns:
@@ -110,7 +113,7 @@ class SessionOperator:
             int(self.cfg.window.gap_us or 0),
             self.cfg.window.allowed_lateness_us,
             self.cfg.window.accumulation,
-            self.cfg.watermark.max_future_skew_us,
+            clipping(self.cfg)[1],
             lookup,
             clip,
             watermark_us,
@@ -168,7 +171,7 @@ class SessionOperator:
         w_new = plan.watermark
         acc0 = plan.accounting
         n_valid = acc0.rows - acc0.dead_letter
-        clip = bool(cfg.source.arrival_time) and cfg.watermark.max_future_skew_us is not None
+        clip = clipping(cfg)[0]
         rows = self._rows(parsed, clip) if n_valid else None
         lookup = self.spark.sparkContext.broadcast(plan.lookup) if n_valid else None
         out = self._run(rows, prev, w_new, lookup, clip)

@@ -30,7 +30,7 @@ from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
 from lowwater.io.sink import Sinks
 from lowwater.spark.columns import col, memo, select, watermark_ts
-from lowwater.spark.contrib import PAYLOAD, contrib_schema, make_contribute
+from lowwater.spark.contrib import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
 from lowwater.spark.jobs import Background, side_by_side
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
@@ -95,14 +95,15 @@ class WindowedOperator:
 
     def _contributions(self, parsed: DataFrame, plan: StepPlan, with_payload: bool) -> DataFrame:
         """Executor side (``contrib``): on-time partials, late-update and too-late pairs."""
-        src = self.cfg.source
         names = self.inputs.fieldNames()
         need = list(dict.fromkeys([*self.layout.keys, *self.layout.values]))
         payload = [*names, "_file"] if with_payload else None
-        clip = bool(src.arrival_time) and self.cfg.watermark.max_future_skew_us is not None
+        clip, skew = clipping(self.cfg)
         cols = list(dict.fromkeys([*need, *(payload or []), "_event_us", "_rid"]))
         if clip:
             cols.append("_arrival_us")  # only clipping needs the arrival clock on the executors
+            if skew == PER_ROW:
+                cols.append(PER_ROW)
         valid = select(parsed.filter(memo("valid", lambda: F.col("_dead").isNull())), cols)
         fields = {f.name: f for f in parsed.schema.fields}
         schema = contrib_schema(self.layout, [fields[c] for c in payload] if payload else None)
@@ -110,7 +111,7 @@ class WindowedOperator:
             self.layout,
             self.assigner,
             self.cfg.window.allowed_lateness_us,
-            self.cfg.watermark.max_future_skew_us,
+            skew,
             self.spark.sparkContext.broadcast(plan.lookup),
             payload,
             clip,

@@ -1,0 +1,44 @@
+"""Which rows of a step an operator sees: the judged ones (and dead letters), never held or marker rows.
+
+The driver decides (``spark/planner.py``): with several sources a row is
+judged only once the arrival frontier has passed it (``core/frontier.py``);
+the rest are held for a later step (``spark/held.py``). A marker row of a
+punctuated source moves the watermark and is not data, so no operator
+aggregates it. The same decision is written here as a Spark filter, from the
+per-source bounds the planner used, so the executors select exactly the rows
+the driver judged (they check every row id against the driver's lookup).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+
+def ready_column(bounds: dict[str, tuple[int, str] | None]) -> Column:
+    """True on rows the frontier lets through: ``(arrival, source) < bound`` of their source."""
+    expr = F.lit(False)
+    for name, bound in bounds.items():
+        mine = F.col("_source") == F.lit(name)
+        if bound is not None:
+            at, first = bound
+            before = (F.col("_arrival_us") < F.lit(at)) | (
+                (F.col("_arrival_us") == F.lit(at)) & F.lit(name < first)
+            )
+            mine = mine & before
+        expr = expr | mine
+    return expr
+
+
+def judged_rows(
+    parsed: DataFrame, bounds: dict[str, tuple[int, str] | None] | None, *, held: bool = False, markers: bool = False,
+) -> DataFrame:
+    """The rows an operator sees (dead letters included, it skips them), or with ``held`` the rows to hold."""
+    valid = F.col("_dead").isNull()
+    ready = F.lit(True) if bounds is None else ready_column(bounds)
+    if held:
+        return parsed.filter(valid & ~ready)
+    if bounds is None and not markers:
+        return parsed
+    keep = ready & ~F.col("_marker") if markers else ready
+    return parsed.filter(~valid | keep)
