@@ -125,19 +125,36 @@ def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig
 
     The input schema is inferred from the files present (then kept with the
     checkpoint), so without ``source.schema`` there is nothing to start from.
+    With several sources every source needs its files (or its schema).
     """
     from lowwater.io.files import landing_files, saved_schema
+    from lowwater.io.sources import source_state_dir
 
-    saved = saved_schema(f"{cfg.output.checkpoint.rstrip('/')}/lowwater")
-    if cfg.source.schema or (saved is not None and saved.exists()) or landing_files(cfg.source.path) != 0:
-        return
-    if once:
-        msg = f"source.path: {cfg.source.path} has no files to infer the schema from; add files or set source.schema"
-        raise ConfigError(msg)
-    _say(f"waiting for files in {cfg.source.path} (the input schema is inferred from the first one; "
-         "or set source.schema)")
-    while landing_files(cfg.source.path) == 0:
-        time.sleep(0.5)
+    lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
+    for src in cfg.sources:
+        saved = saved_schema(source_state_dir(lw_dir, src.name) if cfg.named_sources else lw_dir)
+        if src.schema or (saved is not None and saved.exists()) or landing_files(src.path) != 0:
+            continue
+        if once:
+            msg = (f"{src.key('path')}: {src.path} has no files to infer the schema from; add files or set "
+                   f"{src.key('schema')}")
+            raise ConfigError(msg)
+        _say(f"waiting for files in {src.path} (the input schema is inferred from the first one; "
+             f"or set {src.key('schema')})")
+        while landing_files(src.path) == 0:
+            time.sleep(0.5)
+
+
+def _landed(cfg) -> int | None:  # noqa: ANN001 - a PipelineConfig
+    """Files in every source's landing directory now (None when one is a URL)."""
+    from lowwater.io.files import landing_files
+
+    counts = [landing_files(src.path) for src in cfg.sources]
+    return None if any(c is None for c in counts) else sum(counts)
+
+
+def _paths(cfg) -> str:  # noqa: ANN001 - a PipelineConfig
+    return ", ".join(src.path for src in cfg.sources)
 
 
 @app.command()
@@ -194,7 +211,6 @@ def _run(
         _wait_for_files(cfg, once)
     except ConfigError as e:
         raise _fail(str(e)) from None
-    from lowwater.io.files import landing_files
     from lowwater.report import start_line
     from lowwater.spark.engine import Engine
     from lowwater.spark.session import get_spark
@@ -213,10 +229,10 @@ def _run(
         if signals.signum is not None:
             raise _Interrupted(signals.signum)
         before = engine.store.latest()
-        files = landing_files(cfg.source.path)
+        files = _landed(cfg)
         _say(start_line(cfg, before, files, once, drain))
         if files == 0 and not once:
-            _say(f"waiting for files in {cfg.source.path}")
+            _say(f"waiting for files in {_paths(cfg)}")
         manifest = engine.run(once=once, drain=drain)
     except ConfigError as e:
         raise _fail(str(e)) from None
@@ -229,7 +245,7 @@ def _run(
              "(a step in flight was not committed); run the same command to resume")
         raise typer.Exit(128 + signals.signum)
     if once and manifest.step == before.step:
-        _say(f"nothing new in {cfg.source.path} since step {before.step}: outputs unchanged")
+        _say(f"nothing new in {_paths(cfg)} since step {before.step}: outputs unchanged")
     summary = engine.summary(manifest)
     if once:
         from lowwater.report import print_summary

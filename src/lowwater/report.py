@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 def start_line(cfg: PipelineConfig, manifest: Manifest, files: int | None, once: bool, drain: bool) -> str:
     """One line before the query starts: what is read, where the checkpoint is, whether it resumes."""
-    src = cfg.source
     found = "" if files is None else f", {files} file{'' if files == 1 else 's'} now"
     if manifest.step < 0:
         state = "new (no committed step)"
@@ -35,7 +34,12 @@ def start_line(cfg: PipelineConfig, manifest: Manifest, files: int | None, once:
         shown = "+inf" if w >= POS_INF else format_ts(w)
         state = f"resuming after step {manifest.step} (W = {shown}{', drained' if manifest.drained else ''})"
     mode = "--drain" if drain else "--once" if once else "continuous; Ctrl-C stops after the current step"
-    return (f"lowwater run: reading {src.format} from {src.path}{found}; checkpoint {cfg.output.checkpoint}: "
+    if cfg.named_sources:
+        reading = "; ".join(f"{s.name}: {s.format} from {s.path}" for s in cfg.sources)
+        reading = f"{len(cfg.sources)} source{'s' if cfg.multi_source else ''} ({reading}){found}"
+    else:
+        reading = f"{cfg.source.format} from {cfg.source.path}{found}"
+    return (f"lowwater run: reading {reading}; checkpoint {cfg.output.checkpoint}: "
             f"{state}; outputs {cfg.output.path} ({mode})")
 
 
@@ -76,6 +80,13 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
                   f"{summary['out_of_order_files']:,} files, {summary['out_of_order_rows']:,} rows")
     if summary.get("arrival_regressions"):
         t.add_row("[yellow]steps out of arrival order[/]", f"{summary['arrival_regressions']:,}")
+    if summary.get("markers"):
+        t.add_row("markers (not rows)", f"{summary['markers']:,}")
+    if summary.get("regressions"):
+        t.add_row("watermark proposals ignored", f"{summary['regressions']:,}")
+    if summary.get("held_rows"):
+        t.add_row("[yellow]held (not yet judged)[/]",
+                  f"{summary['held_rows']:,} rows behind the arrival frontier (--drain judges them)")
     t.add_row("completeness", f"{summary['completeness']:.4%}")
     t.add_row("final watermark", str(summary["final_watermark"] or "undefined"))
     t.add_row("accounting balanced", "yes" if summary["balanced"] else Text("NO", style="red"))

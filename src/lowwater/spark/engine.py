@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.utils import CapturedException
 
 from lowwater.config import ConfigError, PipelineConfig
+from lowwater.core.frontier import FrontierState
 from lowwater.core.lateness import DRAINED_REASON
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.io.checkpoint import admit_after_drain, check_fingerprint, fingerprint
@@ -253,6 +254,13 @@ class Engine:
         if self._error is not None:
             raise self._error
         manifest = self.drain() if drain else self.store.latest()
+        if manifest.held_rows and self.planner.frontier is not None:
+            state = FrontierState.from_json(manifest.frontier)
+            log.warning(
+                "%d row(s) held behind the arrival frontier: source %r has delivered nothing after %s; they are "
+                "judged when it does, when it goes idle (its watermark's idle_timeout), or at --drain",
+                manifest.held_rows, self.planner.frontier.holder(state), format_ts(self.planner.frontier.frontier_us(state)),
+            )
         if once or drain:
             self.outputs.write_summary(self.summary(manifest))
         return manifest
