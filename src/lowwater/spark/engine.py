@@ -259,7 +259,8 @@ class Engine:
             log.warning(
                 "%d row(s) held behind the arrival frontier: source %r has delivered nothing after %s; they are "
                 "judged when it does, when it goes idle (its watermark's idle_timeout), or at --drain",
-                manifest.held_rows, self.planner.frontier.holder(state), format_ts(self.planner.frontier.frontier_us(state)),
+                manifest.held_rows, self.planner.frontier.holder(state),
+                format_ts(self.planner.frontier.frontier_us(state)),
             )
         if once or drain:
             self.outputs.write_summary(self.summary(manifest))
