@@ -360,8 +360,8 @@ def test_executors_disagreeing_with_the_driver_stop_the_step_before_it_commits(s
 
     real = StepPlanner.plan
 
-    def off_by_one(self, compact, tracker, prev):  # noqa: ANN001, ANN202
-        plan = real(self, compact, tracker, prev)
+    def off_by_one(self, compact, tracker, prev, **kw):  # noqa: ANN001, ANN003, ANN202
+        plan = real(self, compact, tracker, prev, **kw)
         # the driver "expects" one more on-time pair
         return replace(plan, pair_counts=plan.pair_counts + np.array([1, 0, 0]))
 
