@@ -76,8 +76,21 @@ def naive_low_watermarks(strategies: dict[str, WatermarkStrategy], rows: list[Ro
         timeout = strategies[key[0]].idle_timeout_us
         return timeout is None or clock is None or clock - last.get(key, start) <= timeout
 
+    def silent_source_waits(clock: int | None) -> bool:
+        """A source of a union that has produced nothing has promised nothing (until it goes idle)."""
+        if len(strategies) < 2:
+            return False
+        known = {s for s, _ in dict.fromkeys(declared + list(reported))}
+        return any(
+            name not in known and (strat.idle_timeout_us is None or clock is None or start is None
+                                   or clock - start <= strat.idle_timeout_us)
+            for name, strat in strategies.items()
+        )
+
     def candidate(clock: int | None) -> int:
         inputs = [k for k in dict.fromkeys(declared + list(reported)) if active(k, clock)]
+        if silent_source_waits(clock):
+            return NEG_INF
         if not inputs or any(gen(k).wp <= NEG_INF for k in inputs):
             return NEG_INF  # nothing counts, or an input that takes part has promised nothing
         return min(gen(k).wp for k in inputs)

@@ -249,6 +249,7 @@ class WatermarkTracker:
         mark = None if markers is None else np.asarray(markers, dtype=bool)
         for strat in self.strategies.values():
             strat.check_inputs(arr is not None, mark is not None)
+        silent = self._silent_sources()
         idx = self.partition_indices(partitions, sources)
         n, st = len(ev), self.state
         if n == 0:
@@ -256,8 +257,11 @@ class WatermarkTracker:
         if arr is not None and st.start_clock_us <= NEG_INF:
             st.start_clock_us = int(arr[0])
         fed = self._feed(idx, ev, arr, mark)
+        waiting = self._waiting_for_sources(silent, sources, n)
         # Deadlines only grow, so an input that can go idle in this batch has a finite one now.
-        can_idle = any(g.active_until_us(st.start_clock_us) < POS_INF for g in self._gens)
+        can_idle = any(g.active_until_us(st.start_clock_us) < POS_INF for g in self._gens) or any(
+            until is not None for _, until in waiting
+        )
         # State k (after k rows) is evaluated at the arrival of the row just consumed (its partition is
         # active then) and, when inputs can go idle, again at the next row's (silent ones may be idle).
         at_row = MinOfInputs(n + 1)
@@ -273,6 +277,15 @@ class WatermarkTracker:
                 at_row.add(wm, clocks[0] <= until, part)
                 assert at_next is not None
                 at_next.add(wm, clocks[1] <= until, part)
+        for wm, until in waiting:  # a source that has not reported yet: W is undefined until it does
+            if until is None or clocks is None:
+                at_row.add(wm, None, wm <= NEG_INF)
+                if at_next is not None:
+                    at_next.add(wm, None, wm <= NEG_INF)
+            else:
+                at_row.add(wm, clocks[0] <= until, wm <= NEG_INF)
+                assert at_next is not None
+                at_next.add(wm, clocks[1] <= until, wm <= NEG_INF)
         running = at_row.low_watermark(st.watermark_us)
         if at_next is not None:
             running = np.maximum(running, at_next.low_watermark(st.watermark_us))
@@ -286,6 +299,42 @@ class WatermarkTracker:
         st.watermark_us = int(running[-1])
         st.rows_seen += n
         return seen
+
+    def _silent_sources(self) -> list[str]:
+        """Sources of a union with no partition known yet (declared partitions count as known)."""
+        if len(self.strategies) < 2:
+            return []
+        known = {source for source, _ in self._keys}
+        return [name for name in self.strategies if name not in known]
+
+    def _waiting_for_sources(
+        self, silent: list[str], sources: np.ndarray | str | None, n: int
+    ) -> list[tuple[np.ndarray, int | None]]:
+        """Per source that had not reported before the batch: an input undefined until its first row.
+
+        Each source of a union is an input of the min (SEMANTICS.md §2, "several
+        inputs"), as in Flink, where every input of an operator starts at the
+        lowest watermark: a source that has produced nothing has promised
+        nothing, so ``W`` stays undefined until it reports, or until it goes idle
+        (its ``idle_timeout``, counted from the run's first arrival). Returns,
+        per such source, its ``W`` over the states after 0..n rows (``NEG_INF``
+        before its first row, neutral after) and its activity deadline.
+        """
+        out = []
+        names = None if sources is None or isinstance(sources, str) else np.asarray(sources)
+        for name in silent:
+            if isinstance(sources, str):
+                first = 0 if sources == name else n
+            else:
+                hits = np.flatnonzero(names == name) if names is not None else np.zeros(0, dtype=np.int64)
+                first = int(hits[0]) if len(hits) else n
+            wm = np.full(n + 1, POS_INF, dtype=np.int64)
+            wm[: first + 1] = NEG_INF
+            timeout = self.strategies[name].idle_timeout_us
+            start = self.state.start_clock_us
+            until = None if timeout is None or start <= NEG_INF else start + timeout
+            out.append((wm, until))
+        return out
 
     def _feed(self, idx: np.ndarray, ev: np.ndarray, arr: np.ndarray | None, mark: np.ndarray | None) -> dict:
         """Hand every input its rows (grouped by one stable sort); what each generator said, by input."""
