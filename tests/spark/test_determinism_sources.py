@@ -74,7 +74,7 @@ def cases(draw) -> tuple[Scenario, dict[str, list[int]]]:  # noqa: ANN001
     names = draw(st.permutations(list(WATERMARKS)))
     cuts: dict[str, list[int]] = {names[0]: []}
     many = len(inputs[names[1]])
-    cuts[names[1]] = sorted(set(draw(st.lists(st.integers(1, many - 1), min_size=4, max_size=6))))
+    cuts[names[1]] = sorted(set(draw(st.lists(st.integers(1, many - 1), min_size=3, max_size=5))))
     few = len(inputs[names[2]])
     cuts[names[2]] = sorted(set(draw(st.lists(st.integers(1, few - 1), min_size=1, max_size=2))))
     return Scenario("random", "", config, inputs, [{}], {}), cuts
