@@ -22,6 +22,9 @@ from rich.console import Console
 from rich.text import Text
 
 from lowwater import __version__
+from lowwater.advisor.replay_config import input_format as _input_format  # noqa: F401 - tests import it
+from lowwater.advisor.replay_config import replay_config as _replay_config
+from lowwater.advisor.replay_config import split as _split
 from lowwater.config import ConfigError, load_config
 
 app = typer.Typer(
@@ -275,121 +278,14 @@ def demo(
         raise _fail(str(e)) from None
 
 
-def _split(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
-
-
-_EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet",
-               ".pq": "parquet"}
-
-
-def _input_format(input_path: str) -> str | None:
-    """The format a log's file names say (``.csv``, ``.jsonl``, ``.parquet``), or ``None`` if they do not.
-
-    INPUT may be a file, a directory or a glob; a directory speaks when all its
-    files share one known extension.
-    """
-    import glob
-
-    p = Path(input_path)
-    if glob.has_magic(input_path) or p.is_file():
-        return _EXTENSIONS.get(p.suffix.lower())
-    if p.is_dir():
-        found = {_EXTENSIONS.get(f.suffix.lower()) for f in p.rglob("*") if f.is_file() and f.name[0] not in "._"}
-        return found.pop() if len(found) == 1 else None
-    return None
-
-
-def _check_input(input_path: str) -> None:
-    """INPUT must name something: a file, a directory, or a glob matching files."""
-    import glob
-
-    if glob.has_magic(input_path):
-        if "{" not in input_path and not any(Path(f).is_file() for f in glob.glob(input_path)):
-            raise ConfigError(f"INPUT {input_path}: the pattern matches no files")
-    elif not Path(input_path).exists():
-        raise ConfigError(f"INPUT {input_path}: no such file or directory")
-
-
-def _replay_config(
-    input_path: str,
-    config: Path | None,
-    fmt: str | None,
-    event_time: str | None,
-    arrival_time: str | None,
-    partition: str | None,
-    offset: str | None,
-    key: str | None,
-    time_unit: str | None,
-    window: str | None,
-    slide: str | None,
-    idle_timeout: str | None,
-    partitions: str | None,
-    gap: str | None = None,
-):  # noqa: ANN202
-    """A pipeline configuration for the replay: ``--config`` first, flags override."""
-    import tomllib
-
-    from lowwater.config import parse_config
-
-    data: dict = {}
-    base = Path.cwd()
-    if config is not None:
-        try:
-            data = tomllib.loads(config.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"--config {config}: {e}") from None
-        base = config.resolve().parent
-    _check_input(input_path)
-    src = data.setdefault("source", {})
-    src["path"] = str(Path(input_path).absolute())
-    for k, v in (("format", fmt), ("event_time", event_time), ("arrival_time", arrival_time),
-                 ("partition", partition), ("offset", offset), ("time_unit", time_unit)):
-        if v is not None:
-            src[k] = v
-    if "format" not in src:
-        by_name = _input_format(input_path)
-        if by_name is None and Path(input_path).is_file():
-            raise ConfigError(f"INPUT {input_path}: cannot tell its format from the extension; pass --format")
-        src["format"] = by_name or "jsonl"
-    if "event_time" not in src:
-        raise ConfigError("--event-time is required (or --config with source.event_time)")
-    wm = data.setdefault("watermark", {})
-    if idle_timeout is not None:
-        wm["idle_timeout"] = idle_timeout
-    if partitions is not None:
-        wm["partitions"] = _split(partitions)
-    win = data.setdefault("window", {})
-    if gap is not None:
-        if window is not None or slide is not None:
-            raise ConfigError("--gap (session windows) cannot be combined with --window/--slide")
-        for k in ("size", "slide", "offset"):
-            win.pop(k, None)
-        win["type"] = "session"
-        win["gap"] = gap
-    if window is not None:
-        win.pop("gap", None)
-        win["size"] = window
-        win["type"] = "hopping" if slide else "tumbling"
-    if slide is not None:
-        win["slide"] = slide
-        win["type"] = "hopping"
-    if win.get("type") != "session":
-        win.setdefault("size", "10s")
-    if key is not None:
-        win["key"] = _split(key)
-    win.pop("aggregations", None)
-    data.setdefault("output", {"path": "whatif-unused"})
-    data.pop("late", None)
-    return parse_config(data, base_dir=base)
-
-
 _INPUT_HELP = "The log: a file, a directory or a glob (quoted) of csv/jsonl/parquet files."
+_WHATIF_INPUT_HELP = (f"{_INPUT_HELP} Optional with --config (its source path); left out with several [[source]] "
+                      "tables (each source's own path).")
 
 
 @app.command()
 def whatif(
-    input_path: Annotated[str, typer.Argument(help=_INPUT_HELP)],
+    input_path: Annotated[str | None, typer.Argument(help=_WHATIF_INPUT_HELP, show_default=False)] = None,
     fmt: Annotated[str | None, _FMT] = None,
     event_time: Annotated[str | None, _EVENT] = None,
     arrival_time: Annotated[str | None, _ARRIVAL] = None,
@@ -456,7 +352,8 @@ def whatif(
     from lowwater.advisor.whatif import SweepSpec, run_whatif, source_strategies
 
     try:
-        compared = compared_strategies(compare or [], source_strategies(cfg), bool(cfg.source.arrival_time))
+        compared = compared_strategies(compare or [], source_strategies(cfg),
+                                       all(s.arrival_time for s in cfg.sources))
     except CompareError as e:
         raise _fail(str(e)) from None
     from lowwater.spark.session import get_spark
@@ -476,7 +373,8 @@ def whatif(
         json_out.write_text(json.dumps(everything, indent=2) + "\n")
     for p in plot_out or []:
         plot(results, str(p), target_completeness, budget, [r for r in everything if "strategy" in r])
-    idle = cfg.watermark.idle_timeout_us
+    idles = [s.watermark.idle_timeout_us for s in cfg.sources if s.watermark.idle_timeout_us is not None]
+    idle = max(idles) if idles else None  # the longest a quiet partition can hold W
     if target_completeness is not None or budget is not None:
         print_text(out, advise(results, target_completeness, budget, None if idle is None else idle / 1e6))
     elif nothing_fired(results) is not None:
@@ -501,7 +399,7 @@ def delays(
     _setup_logging(not quiet)
     try:
         cfg = _replay_config(input_path, config, fmt, event_time, arrival_time, partition, None, None,
-                             time_unit, None, None, None, None)
+                             time_unit, None, None, None, None, several=False)
         from lowwater.advisor.delays import delay_profile
         from lowwater.spark.session import get_spark
 

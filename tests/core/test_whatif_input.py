@@ -78,3 +78,42 @@ def test_bad_inputs_are_one_line_and_exit_2(tmp_path, command):
     for path, message in cases.items():
         code, lines = invoke(command, path, "--event-time", "event_time", "--arrival-time", "a")
         assert (code, lines) == (2, [message]), path
+
+
+NAMED = """
+[[source]]
+name = "{name}"
+path = "{path}"
+event_time = "event_time"
+arrival_time = "arrival_time"
+"""
+
+
+def test_one_source_table_takes_input_or_reads_its_configured_path(tmp_path):
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "part-0.csv").write_text("event_time,arrival_time\n1,1\n")
+    other = tmp_path / "events.jsonl"
+    other.write_text('{"event_time": 1, "arrival_time": 1}\n')
+    config = tmp_path / "pipeline.toml"
+    config.write_text(NAMED.format(name="cdc", path="landing"))
+    args = (None, None, None, None, None, None, None, None, None, None, None)
+    own = _replay_config(None, config, *args)
+    assert (own.source.name, own.source.path, own.source.format) == ("cdc", str(tmp_path / "landing"), "csv")
+    given = _replay_config(str(other), config, *args)
+    assert (given.source.path, given.source.format) == (str(other), "jsonl")  # INPUT replaces the table's path
+
+
+def test_input_is_required_without_config():
+    code, lines = invoke("whatif", "--event-time", "event_time")
+    assert (code, lines) == (2, ["error: INPUT is required (or --config with a source path)"])
+
+
+def test_several_sources_read_their_own_paths_and_delays_refuses_them(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    config = tmp_path / "pipeline.toml"
+    config.write_text(NAMED.format(name="a", path="a") + NAMED.format(name="b", path="nope"))
+    code, lines = invoke("whatif", "--config", str(config))
+    assert (code, lines) == (2, [f"error: source.b.path {tmp_path / 'nope'}: no such file or directory"])
+    code, lines = invoke("delays", str(tmp_path / "a"), "--config", str(config))
+    assert (code, lines) == (2, ["error: --config has 2 sources (a, b); this command reads one source only"])

@@ -11,6 +11,12 @@ or in a short form, ``NAME [VALUE] [KEY=VALUE ...]``::
     --compare "punctuated is_marker"               # marker = "is_marker"
     --compare "adaptive q=0.999 over=10m max=2m"   # q, min, max, idle: short keys
 
+or the word ``config``: every source's configured strategy, as is (with
+several ``[[source]]`` tables no grid point reproduces them when their bounds
+differ, since a grid ``L`` sets every source's bound)::
+
+    --compare config
+
 The value as written labels its row. A compared strategy replaces every
 source's generator; each source keeps its own ``idle_timeout`` and declared
 partitions unless the table sets them, and its clipping (``max_future_skew``
@@ -28,6 +34,8 @@ from lowwater.core.watermarks import STRATEGIES, StrategyError, WatermarkStrateg
 
 SHORT_KEYS = {"q": "target_quantile", "min": "min_lateness", "max": "max_lateness", "idle": "idle_timeout"}
 POSITIONAL = {"bounded": "max_out_of_orderness", "punctuated": "marker"}
+CONFIGURED = "config"
+"""The ``--compare`` value that replays each source's configured strategy."""
 
 
 class CompareError(ValueError):
@@ -61,7 +69,7 @@ def parse_table(value: str) -> dict[str, Any]:
         raise CompareError("empty; expected e.g. 'bounded 30s' or '{strategy = \"bounded\", ...}'")
     name, rest = words[0], words[1:]
     if name not in STRATEGIES:
-        raise CompareError(f"{name!r} is not a strategy (one of {', '.join(STRATEGIES)})")
+        raise CompareError(f"{name!r} is not a strategy (one of {', '.join(STRATEGIES)}), nor {CONFIGURED!r}")
     table: dict[str, Any] = {"strategy": name}
     for i, word in enumerate(rest):
         key, eq, raw = word.partition("=")
@@ -81,6 +89,11 @@ def compared_strategies(
     out: dict[str, dict[str, WatermarkStrategy]] = {}
     for value in values:
         label = " ".join(value.split())
+        if label == CONFIGURED:
+            if label in out:
+                raise CompareError(f"--compare {value!r}: given twice")
+            out[label] = dict(sources)
+            continue
         try:
             table = parse_table(value)
             if "max_future_skew" in table:
@@ -103,10 +116,3 @@ def _inherit(strategy: WatermarkStrategy, table: Mapping[str, Any], base: Waterm
         strategy = strategy.with_partitions(base.declared_partitions)
     return strategy.with_max_future_skew(base.max_future_skew_us)
 
-
-def marker_column(compare: Mapping[str, Mapping[str, WatermarkStrategy]]) -> str | None:
-    """The one marker column the compared punctuated strategies read (``None`` when none is punctuated)."""
-    markers = {s.marker for lane in compare.values() for s in lane.values() if s.marker}
-    if len(markers) > 1:
-        raise CompareError(f"--compare: punctuated strategies must share one marker column, got {sorted(markers)}")
-    return markers.pop() if markers else None

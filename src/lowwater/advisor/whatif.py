@@ -14,6 +14,11 @@ instead: the engine's session state machine once per (L, G), over the same
 watermark scan. Nothing but the
 compact columns reaches Python, and one small row per (L, G) comes back.
 
+``[[source]]`` tables: every source is read with its own format, schema and
+columns, the union sorted into the order across sources ``(arrival_time,
+source, partition, offset)`` (:mod:`lowwater.advisor.replay_log`), and the sweep
+runs each source's own generator and clipping (its strategy per source name).
+
 Each row also carries its micro-batch as ``lowwater run --once`` would cut the
 log (``source.max_files_per_batch`` files per batch, in file-name order; one
 batch when unset), so ``peak_open_windows`` is the engine's own figure: open
@@ -25,22 +30,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from lowwater.advisor.advice import advise  # noqa: F401 - re-exported: the replay's advice
-from lowwater.advisor.compare import marker_column
-from lowwater.advisor.lanes import as_strategies
+from lowwater.advisor.lanes import Strategies, as_strategies
+from lowwater.advisor.replay_log import arrival_sorted, log_marker, union_sorted
 from lowwater.advisor.session_sweep import SessionSweep
 from lowwater.advisor.sweep import LatenessSweep
-from lowwater.config import ConfigError, PipelineConfig
+from lowwater.config import PipelineConfig
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.core.windows import SessionWindows, WindowAssigner
-from lowwater.io.files import PARSE_CONF, read_batch, resolve_schema
-from lowwater.spark.parse import normalise
 
 CHUNK_ROWS = 200_000
 
@@ -56,57 +57,17 @@ class SweepSpec:
     """``--compare``: label -> strategy per source (:mod:`lowwater.advisor.compare`), replayed exactly."""
 
 
-# The path part of a file URI (``file:/x``, ``file:///x`` and ``hdfs://nn/x`` -> ``/x``): Spark spells
-# the same file differently in ``_metadata.file_path`` and ``DataFrame.inputFiles()``.
-_URI_PATH = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?(/.*)$"
+@dataclass(frozen=True)
+class _Columns:
+    """Which compact columns the sorted log has (``replay_log``)."""
+
+    arrival: bool
+    marker: bool
+    sources: bool  # several sources: rows carry their source's name
+    partition: str = "_psort"  # the partition name column
 
 
-def _with_batch(spark: SparkSession, raw: DataFrame, df: DataFrame, files_per_batch: int | None) -> DataFrame:
-    """``df`` plus ``_batch``: the micro-batch ``run --once`` reads each row in.
-
-    The engine reads ``files_per_batch`` files per micro-batch (all files in one
-    when unset), in file-name order (the order Spark's file source follows when
-    names sort like arrival, as a landing zone's do).
-    """
-    if not files_per_batch:
-        return df.withColumn("_batch", F.lit(0).cast("long"))
-    paths = sorted({urlsplit(f).path for f in raw.inputFiles()})
-    lookup = spark.createDataFrame([(p, i // files_per_batch) for i, p in enumerate(paths)], "_fpath string, _b long")
-    key: Column = F.regexp_extract(F.col("_file"), _URI_PATH, 2)
-    joined = df.join(F.broadcast(lookup), key == F.col("_fpath"), "left")
-    # A file missing from the listing (deleted meanwhile) keeps its rows: they join the first batch.
-    return joined.withColumn("_batch", F.coalesce(F.col("_b"), F.lit(0).cast("long"))).drop("_fpath", "_b")
-
-
-def arrival_sorted(spark: SparkSession, cfg: PipelineConfig, marker: str | None = None) -> DataFrame:
-    """The compact projection of the whole log, globally sorted in arrival order.
-
-    ``marker``: the boolean column of punctuated strategies' marker rows (``_marker``).
-    """
-    for k, v in PARSE_CONF.items():
-        spark.conf.set(k, v)
-    schema = resolve_schema(spark, cfg, None)
-    raw = read_batch(spark, cfg.source, schema)
-    df = normalise(raw, cfg).withColumn("_rid", F.monotonically_increasing_id())
-    df = _with_batch(spark, raw, df, cfg.source.max_files_per_batch)
-    keys = [F.col(k) for k in cfg.window.key]
-    key_hash = F.xxhash64(*keys) if keys else F.lit(0).cast("long")
-    # The engine's order (core.judge.arrival_order): (arrival, partition, offset), then the
-    # source's own order. With an arrival clock and offsets the row id breaks the (rare)
-    # remaining ties, as in the engine's micro-batches, and no file path is shuffled.
-    src = cfg.source
-    source_order = ["_rid"] if src.arrival_time and src.offset else ["_file", "_block", "_rid"]
-    order = ["_arrival_us", "_psort", "_offset", *source_order] if src.arrival_time else source_order
-    compact = [F.col("_dead").isNotNull().alias("_is_dead"), "_event_us", key_hash.alias("_key"), "_batch"]
-    if marker is not None:
-        if marker not in schema.fieldNames():
-            raise ConfigError(f"--compare: the marker column {marker!r} is not in the log")
-        compact.append(F.coalesce(F.col(marker).cast("boolean"), F.lit(False)).alias("_marker"))
-    return df.select(*compact, *dict.fromkeys(["_arrival_us", "_psort", *order])).orderBy(*order)
-
-
-def _sweep_fn(strategy: WatermarkStrategy, assigner: WindowAssigner, spec: SweepSpec, has_arrival: bool,  # noqa: ANN202
-              has_marker: bool):
+def _sweep_fn(strategy: Strategies, assigner: WindowAssigner, spec: SweepSpec, cols: _Columns):  # noqa: ANN202
     def sweep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sweep_cls = SessionSweep if isinstance(assigner, SessionWindows) else LatenessSweep
         s = sweep_cls(strategy, assigner, spec.bounds_us, spec.graces_us, compare=spec.compare)
@@ -118,13 +79,14 @@ def _sweep_fn(strategy: WatermarkStrategy, assigner: WindowAssigner, spec: Sweep
             dead = t.column("_is_dead").to_numpy(zero_copy_only=False)
             valid = t.filter(pa.array(~dead))
             s.feed(
-                valid.column("_psort").to_numpy(zero_copy_only=False),
+                valid.column(cols.partition).to_numpy(zero_copy_only=False),
                 valid.column("_event_us").to_numpy(),
                 valid.column("_key").to_numpy(),
-                valid.column("_arrival_us").to_numpy() if has_arrival else None,
+                valid.column("_arrival_us").to_numpy() if cols.arrival else None,
                 dead_letter=int(dead.sum()),
                 batch_ids=valid.column("_batch").to_numpy(),
-                markers=valid.column("_marker").to_numpy(zero_copy_only=False) if has_marker else None,
+                sources=valid.column("_source").to_numpy(zero_copy_only=False) if cols.sources else None,
+                markers=valid.column("_marker").to_numpy(zero_copy_only=False) if cols.marker else None,
             )
 
         for b in batches:
@@ -146,9 +108,15 @@ def run_whatif(spark: SparkSession, cfg: PipelineConfig, spec: SweepSpec) -> lis
     One dict per (L, G), sorted (``FIELDS``), followed by one per compared
     strategy and G in the order given (``COMPARE_FIELDS``: ``strategy`` names it).
     """
-    marker = marker_column(spec.compare) if spec.compare else None
-    compact = arrival_sorted(spark, cfg, marker)
-    fn = _sweep_fn(cfg.watermark, cfg.window.assigner(), spec, bool(cfg.source.arrival_time), marker is not None)
+    arrival = all(s.arrival_time for s in cfg.sources)
+    if cfg.named_sources:  # [[source]] tables: each source read and normalised on its own, then one union
+        compact = union_sorted(spark, cfg, spec.compare)
+        cols = _Columns(arrival, True, cfg.multi_source, "_pname")
+    else:
+        marker = log_marker(cfg.source, spec.compare)
+        compact = arrival_sorted(spark, cfg, marker)
+        cols = _Columns(arrival, marker is not None, False)
+    fn = _sweep_fn(source_strategies(cfg), cfg.window.assigner(), spec, cols)
     rows = compact.coalesce(1).mapInArrow(fn, "result string").collect()
     results = [json.loads(r["result"]) for r in rows]
     grid = sorted((r for r in results if "strategy" not in r), key=lambda r: (r["lateness"], r["allowed_lateness"]))
@@ -159,5 +127,5 @@ def run_whatif(spark: SparkSession, cfg: PipelineConfig, spec: SweepSpec) -> lis
 
 
 def source_strategies(cfg: PipelineConfig) -> dict[str, WatermarkStrategy]:
-    """The configured strategy per source (one ``[source]`` today; ``[[source]]`` tables to come)."""
-    return as_strategies(cfg.watermark)
+    """The configured strategy per source: ``{"default": ...}`` for one ``[source]``, else by source name."""
+    return cfg.strategies if cfg.named_sources else as_strategies(cfg.watermark)
