@@ -140,3 +140,12 @@ def test_fold_is_the_batch_value_of_the_admitted_rows(script, mode, trigger):
     assert all(e.kind != EmissionKind.PROVISIONAL or e.revision == 0 for e in pane.log)
     finals = sum(e.kind == EmissionKind.FINAL for e in pane.log)
     assert finals == (1 if on_time else 0)  # exactly one on-time final iff the window had on-time rows
+
+
+def test_a_pane_value_may_know_only_some_fields():
+    """An ``Agg`` read back from result columns knows only what was configured (here count, sum, max)."""
+    a, b = Agg(2, 3.0, None, 2.0), Agg(1, 4.0, None, 4.0)
+    assert a.merge(b) == Agg(3, 7.0, None, 4.0)
+    assert a.merge(b).nn == 3
+    emissions = [Emission(EmissionKind.FINAL, 0, a), Emission(EmissionKind.REVISION, 1, b)]
+    assert fold(emissions, DIS) == Agg(3, 7.0, None, 4.0)

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lowwater.core.sessions import SessionMachine, agg_values, run_steps
+from lowwater.core.partials import stored
+from lowwater.core.sessions import SessionMachine, run_steps
 from lowwater.core.triggers import EarlyTrigger
 from lowwater.time import NEG_INF, POS_INF
 
@@ -162,7 +163,7 @@ def test_nulls_count_rows_but_not_values():
     m.process("a", 0, N, (math.nan,))
     m.advance(POS_INF)
     (e,) = m.take_emissions()
-    assert agg_values(e.agg, 1) == [1, None, None, None, 0]
+    assert stored(e.agg) == [1, None, None, None, 0]
 
 
 def test_early_firings_are_provisional_and_numbered_for_the_next_emission():

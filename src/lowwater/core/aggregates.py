@@ -1,8 +1,9 @@
 """Aggregations over a window's admitted rows: ``count`` plus ``sum/min/max/avg``.
 
-Every aggregate is kept as mergeable partial state (row count, and per value
+Every aggregate is read from mergeable partial state (row count, and per value
 column: sum, min, max, non-null count), so on-time rows, late updates and
-stored state combine by addition / min / max, and ``avg = sum / non-null``.
+stored state combine by addition / min / max, and ``avg = sum / non-null``:
+the layout and the function -> field mapping are ``core/partials.py``.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-FUNCTIONS = ("count", "sum", "min", "max", "avg")
-_AGG = re.compile(r"^\s*(count|sum|min|max|avg)\s*\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\)\s*$")
+from lowwater.core.partials import OUTPUTS
+
+FUNCTIONS = tuple(OUTPUTS)  # count, sum, min, max, avg
+_AGG = re.compile(rf"^\s*({'|'.join(FUNCTIONS)})\s*\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\)\s*$")
 
 
 @dataclass(frozen=True)

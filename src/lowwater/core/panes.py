@@ -34,42 +34,46 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from lowwater.core import partials
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
-
-
-def _add(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else a + b
-
-
-def _pick(a: float | None, b: float | None, f) -> float | None:  # noqa: ANN001
-    return b if a is None else a if b is None else f(a, b)
 
 
 @dataclass(frozen=True)
 class Agg:
-    """Mergeable aggregate of one value column: rows, sum, min, max (null when no value)."""
+    """The partial of one value column (``core/partials.py``), its fields named.
+
+    ``n`` rows; ``total``/``low``/``high`` the sum, min and max (null when no
+    value); ``nn`` the non-null values -- when not given, ``n`` if any value
+    is, else 0 (the rows of a reference pane all have a value).
+    """
 
     n: int = 0
     total: float | None = None
     low: float | None = None
     high: float | None = None
+    nn: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.nn is None:
+            has = any(v is not None for v in (self.total, self.low, self.high))
+            object.__setattr__(self, "nn", self.n if has else 0)
+
+    @property
+    def parts(self) -> list:
+        """The flat partial ``[n, s, mn, mx, nn]``."""
+        return [self.n, self.total, self.low, self.high, self.nn]
 
     @classmethod
     def of(cls, values: Iterable[float]) -> Agg:
-        out = cls()
-        for v in values:
-            out = out.merge(cls(1, v, v, v))
-        return out
+        return cls(*partials.of_rows(((v,) for v in values), 1))
 
     def merge(self, other: Agg) -> Agg:
         """Counts and sums add, mins and maxes fold; null is the identity."""
-        return Agg(self.n + other.n, _add(self.total, other.total), _pick(self.low, other.low, min),
-                   _pick(self.high, other.high, max))
+        return Agg(*partials.merged(self.parts, other.parts))
 
     def minus(self, other: Agg) -> Agg:
         """Counts and sums only (what a retraction can undo); min/max are left null."""
-        total = (self.total or 0.0) - (other.total or 0.0)
-        return Agg(self.n - other.n, total)
+        return Agg(*partials.signed_sum([(1, self.parts), (-1, other.parts)], 1))
 
 
 EMPTY = Agg()
@@ -185,9 +189,5 @@ def fold(emissions: Sequence[Emission], mode: AccumulationMode | str) -> Agg:
         for e in emissions:
             out = out.merge(e.value)
         return out
-    n, total = 0, 0.0
-    for e in emissions:
-        sign = -1 if e.kind == EmissionKind.RETRACTION else 1
-        n += sign * e.value.n
-        total += sign * (e.value.total or 0.0)
-    return Agg(n, total)
+    terms = [(-1 if e.kind == EmissionKind.RETRACTION else 1, e.value.parts) for e in emissions]
+    return Agg(*partials.signed_sum(terms, 1))

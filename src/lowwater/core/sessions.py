@@ -34,12 +34,13 @@ proto-window and those sessions is one interval.
    provisional still fires its ``final`` (or revision) when ``W >= end``,
    even with nothing pending (in discarding mode that emission is empty).
 
-Aggregates are kept as mergeable partials, a flat list per session:
-``[n, s0, mn0, mx0, nn0, s1, ...]`` (row count; per value column sum, min,
-max, non-null count). Values are plain Python numbers -- floats, ints or
-Decimals, as the value column's type (sums of integers and decimals stay
-exact) -- with ``NaN`` for null. The loop runs once per row on the executors
-(and in the what-if replay), so it is kept lean.
+Aggregates are kept as mergeable partials in the one layout of
+``core/partials.py``, a flat list per session: ``[n, s0, mn0, mx0, nn0, s1,
+...]`` (row count; per value column sum, min, max, non-null count). Values are
+plain Python numbers -- floats, ints or Decimals, as the value column's type
+(sums of integers and decimals stay exact) -- with ``NaN`` for null on input.
+The loop runs once per row on the executors (and in the what-if replay), so
+it is kept lean.
 
     >>> m = SessionMachine(gap_us=10, grace_us=0, n_values=1)
     >>> [m.process("a", t, w, (1.0,)) for t, w in [(0, -1), (5, -1), (30, 20)]]
@@ -50,11 +51,11 @@ exact) -- with ``NaN`` for null. The loop runs once per row on the executors
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lowwater.core.lateness import Lateness
+from lowwater.core.partials import add_row, empty, merge_into, rows
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
 
 ON_TIME = int(Lateness.ON_TIME)
@@ -67,41 +68,6 @@ RETRACTION = EmissionKind.RETRACTION.value
 PROVISIONAL = EmissionKind.PROVISIONAL.value
 
 NEVER = -1  # ``last_rev`` of a session that never emitted a non-provisional value
-
-
-def empty_agg(n_values: int) -> list:
-    """The neutral partial: no rows."""
-    out: list = [0]
-    for _ in range(n_values):
-        out += [0, math.inf, -math.inf, 0]  # an int 0: adding an int or a Decimal keeps it exact
-    return out
-
-
-def add_row(agg: list, values: Sequence[float]) -> None:
-    """Fold one row into ``agg`` in place (``NaN`` is null: counted in ``n`` only)."""
-    agg[0] += 1
-    i = 1
-    for v in values:
-        if v == v:  # not NaN
-            agg[i] += v
-            if v < agg[i + 1]:
-                agg[i + 1] = v
-            if v > agg[i + 2]:
-                agg[i + 2] = v
-            agg[i + 3] += 1
-        i += 4
-
-
-def merge_into(agg: list, other: Sequence) -> None:
-    """``agg ⊕= other``: counts and sums add, mins and maxes fold."""
-    agg[0] += other[0]
-    for i in range(1, len(agg), 4):
-        agg[i] += other[i]
-        if other[i + 1] < agg[i + 1]:
-            agg[i + 1] = other[i + 1]
-        if other[i + 2] > agg[i + 2]:
-            agg[i + 2] = other[i + 2]
-        agg[i + 3] += other[i + 3]
 
 
 @dataclass(frozen=True)
@@ -243,7 +209,7 @@ class SessionMachine:
             add_row(new.agg, values)
             add_row(new.pending, values)
         else:
-            new = Session(c_start, c_end, empty_agg(self.n_values), empty_agg(self.n_values))
+            new = Session(c_start, c_end, empty(self.n_values), empty(self.n_values))
             for s in merged:
                 merge_into(new.agg, s.agg)
                 merge_into(new.pending, s.pending)
@@ -285,11 +251,11 @@ class SessionMachine:
         self.now_us = now_us
         for key, ss in self.sessions.items():
             for s in ss:
-                if s.end_us <= w_us or s.pending[0] == 0:
+                if s.end_us <= w_us or rows(s.pending) == 0:
                     continue
                 if s.pending_since_us is None:
                     s.pending_since_us = now_us
-                if trigger.is_due(s.pending[0], now_us - s.pending_since_us):
+                if trigger.is_due(rows(s.pending), now_us - s.pending_since_us):
                     self._emit(key, s, PROVISIONAL, 0 if s.last_rev == NEVER else s.last_rev + 1)
 
     def _fire_free(self, key: Hashable, ss: list[Session], w_us: int) -> None:
@@ -297,7 +263,7 @@ class SessionMachine:
         freed = False
         for s in ss:
             if s.end_us <= w_us:
-                if s.pending[0] or s.provisional:
+                if rows(s.pending) or s.provisional:
                     if s.last_rev == NEVER:
                         self._emit(key, s, FINAL, 0)
                     else:
@@ -322,17 +288,8 @@ class SessionMachine:
         if kind != PROVISIONAL:
             s.last_rev = revision
         s.provisional = kind == PROVISIONAL
-        s.pending = empty_agg(self.n_values)
+        s.pending = empty(self.n_values)
         s.pending_since_us = self.now_us
-
-
-def agg_values(agg: Sequence, n_values: int) -> list:
-    """A partial as result values: ``[count, (sum, min, max, nn) per value]``, nulls where no non-null row."""
-    out: list = [int(agg[0])]
-    for i in range(n_values):
-        s, mn, mx, nn = agg[1 + 4 * i: 5 + 4 * i]
-        out += [s if nn else None, mn if nn else None, mx if nn else None, int(nn)]
-    return out
 
 
 def run_steps(

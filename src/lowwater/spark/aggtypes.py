@@ -1,8 +1,8 @@
 """Aggregate result types as Spark SQL gives them, and partials that keep them exact.
 
 lowwater folds every aggregate from mergeable partials (``_s`` sum, ``_mn``
-min, ``_mx`` max, ``_nn`` non-null count per value column; see
-``spark/windowing.py``). Their types follow the value column, so a result
+min, ``_mx`` max, ``_nn`` non-null count per value column; the one layout is
+``core/partials.py``). Their types follow the value column, so a result
 has the type Spark SQL's own ``sum``/``min``/``max``/``avg``/``count`` would
 give, and sums of integers and decimals are exact (payments):
 
@@ -22,6 +22,7 @@ Spark's ANSI cast), as Spark SQL's ``sum`` does with ANSI mode on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 
 import numpy as np
@@ -29,6 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import types as T
+
+from lowwater.core.partials import OUTPUTS, Field, layout
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FLOATING = (T.FloatType, T.DoubleType)
@@ -62,19 +65,28 @@ def avg_type(dt: T.DataType) -> T.DataType:
     return T.DoubleType()
 
 
-def result_expr(func: str, dt: T.DataType, s: Column, mn: Column, mx: Column, nn: Column) -> Column:
-    """One aggregate from its partial columns, typed as Spark SQL types it."""
-    if func == "sum":
-        return s.cast(sum_type(dt))
-    if func == "min":
-        return mn.cast(extreme_type(dt))
-    if func == "max":
-        return mx.cast(extreme_type(dt))
-    if func == "count":
-        return nn.cast("long")
+def field_type(field: Field, dt: T.DataType) -> T.DataType:
+    """The type of a partial field of a value column of type ``dt`` (counts are bigint)."""
+    if field.counts:
+        return T.LongType()
+    return sum_type(dt) if field.fold == "sum" else extreme_type(dt)
+
+
+def result_expr(func: str, dt: T.DataType, col: Callable[[Field], Column]) -> Column:
+    """Aggregate ``func`` from the partial columns (``col(field)``) as ``OUTPUTS`` reads them, typed as Spark SQL.
+
+    One field is the result, typed as the field (so ``sum`` is ``sum_type``,
+    ``min``/``max`` the column's, ``count`` bigint); a ratio (``avg``) is typed
+    as Spark's ``Average``.
+    """
+    out = OUTPUTS[func]
+    value = col(out.field)
+    if out.per is None:
+        return value.cast(field_type(out.field, dt))
+    per = col(out.per)
     if isinstance(dt, T.DecimalType):  # Spark's Average: sum / count as decimal, then the result type
-        return (s / nn.cast(T.DecimalType(20, 0))).cast(avg_type(dt))
-    return (s.cast("double") / nn).cast("double")
+        return (value / per.cast(T.DecimalType(20, 0))).cast(avg_type(dt))
+    return (value.cast("double") / per).cast("double")
 
 
 def value_kind(dt: T.DataType) -> str:
@@ -93,12 +105,8 @@ def value_cast(dt: T.DataType) -> T.DataType:
 
 
 def partial_kinds(value_types: list[T.DataType]) -> list[str]:
-    """The value kind of each position of a flat partial ``[n, s0, mn0, mx0, nn0, ...]``."""
-    out = ["int"]
-    for dt in value_types:
-        k = value_kind(dt)
-        out += [k, k, k, "int"]
-    return out
+    """The value kind of each position of a flat partial ``[n, s0, mn0, mx0, nn0, ...]`` (counts are ints)."""
+    return ["int" if f.counts else value_kind(value_types[i]) for _, f, i in layout(len(value_types))]
 
 
 def arrow_values(col: pa.ChunkedArray | pa.Array, dt: T.DataType) -> pa.Array:

@@ -26,6 +26,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config import PipelineConfig
 from lowwater.core.lateness import Lateness, classify
+from lowwater.core.partials import ROWS, VALUE_FIELDS
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
 from lowwater.spark.aggtypes import arrow_values
@@ -93,6 +94,15 @@ def make_contribute(
             arrays.append(pa.nulls(n, field.type) if a is None else a.cast(field.type))
         return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
+    def one_row_partials(part: dict[str, pa.Array], n: int) -> dict[str, pa.Array]:
+        """The partial of each single row (a late pair): a count field is 1 or 0, any other the value."""
+        out = {ROWS.column(): pa.array(np.ones(n, dtype=np.int64))}
+        for j in range(len(values)):
+            v = part[f"_v{j}"]
+            valid = pc.cast(pc.is_valid(v), pa.int64())
+            out.update({f.column(j): valid if f.counts else v for f in VALUE_FIELDS})
+        return out
+
     def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rids, ws, seqs = lookup.value
         on_tables: list[pa.Table] = []
@@ -116,7 +126,7 @@ def make_contribute(
             cols["window_start"] = pa.array(pairs.start)
             cols["window_end"] = pa.array(pairs.end)
             for j, v in enumerate(values):  # int64, decimal or float64 (NaN -> null): spark/aggtypes.py
-                cols[f"_s{j}"] = arrow_values(b.column(v), value_types[j]).take(take)
+                cols[f"_v{j}"] = arrow_values(b.column(v), value_types[j]).take(take)
             on = verdict == Lateness.ON_TIME
             if on.any():
                 mask = pa.array(on)
@@ -127,12 +137,7 @@ def make_contribute(
                     continue
                 idx = pa.array(sel)
                 part = {k: a.take(idx) for k, a in cols.items()}
-                for j in range(len(values)):
-                    s = part[f"_s{j}"]
-                    part[f"_mn{j}"] = s
-                    part[f"_mx{j}"] = s
-                    part[f"_nn{j}"] = pc.cast(pc.is_valid(s), pa.int64())
-                part["_n"] = pa.array(np.ones(len(sel), dtype=np.int64))
+                part.update(one_row_partials(part, len(sel)))
                 part["_kind"] = pa.array([kind] * len(sel), pa.string())
                 part["_seq"] = pa.array(seq[pairs.row[sel]])
                 part["_w"] = pa.array(w[pairs.row[sel]])
@@ -143,17 +148,16 @@ def make_contribute(
                 other.append(shaped(part, len(sel)))
         if on_tables:
             allon = pa.concat_tables(on_tables)
-            aggs: list[tuple] = [([], "count_all")]
+            # Each field folds the values as ``core/partials.py`` says (its ``fold`` is Arrow's name).
+            aggs: list[tuple] = [([], ROWS.fold)]
             for j in range(len(values)):
-                aggs += [(f"_s{j}", "sum"), (f"_s{j}", "min"), (f"_s{j}", "max"), (f"_s{j}", "count")]
+                aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS]
             g = allon.group_by(group_cols, use_threads=False).aggregate(aggs)
             out: dict[str, pa.Array] = {c: g.column(c).combine_chunks() for c in group_cols}
-            out["_n"] = g.column("count_all").combine_chunks()
+            out[ROWS.column()] = g.column(ROWS.fold).combine_chunks()
             for j in range(len(values)):
-                out[f"_s{j}"] = g.column(f"_s{j}_sum").combine_chunks()
-                out[f"_mn{j}"] = g.column(f"_s{j}_min").combine_chunks()
-                out[f"_mx{j}"] = g.column(f"_s{j}_max").combine_chunks()
-                out[f"_nn{j}"] = g.column(f"_s{j}_count").combine_chunks()
+                for f in VALUE_FIELDS:
+                    out[f.column(j)] = g.column(f"_v{j}_{f.fold}").combine_chunks()
             out["_kind"] = pa.array(["P"] * g.num_rows, pa.string())
             out["_seq"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
             out["_w"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))

@@ -16,9 +16,11 @@ What each emission carries per accumulation mode is the rule of
 ``core/panes.py`` (:class:`~lowwater.core.panes.Pane`), applied here to all
 windows of a step at once.
 
-State columns: the key columns, ``window_start``/``window_end`` (µs), ``_n``
-(rows), per value column ``i``: ``_s{i}`` sum, ``_mn{i}`` min, ``_mx{i}`` max,
-``_nn{i}`` non-null count, and ``_fired``, ``_rev`` (last revision number).
+State columns: the key columns, ``window_start``/``window_end`` (µs), the
+partial in the layout of ``core/partials.py`` (``_n`` rows, per value column
+``i``: ``_s{i}`` sum, ``_mn{i}`` min, ``_mx{i}`` max, ``_nn{i}`` non-null
+count; its table says how each field merges and which field each aggregate
+reads), and ``_fired``, ``_rev`` (last revision number).
 With an early trigger only (none of these exist without one):
 
 * ``_pn``: rows admitted since the window's last emission;
@@ -43,18 +45,16 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lowwater.core import partials
 from lowwater.core.aggregates import AggSpec
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
-from lowwater.spark.aggtypes import extreme_type, result_expr, sum_type
+from lowwater.spark.aggtypes import field_type, result_expr
 from lowwater.spark.columns import cols, memo, select, select_built
 
 SEQ_BASE = -(2**62)
-
-
-def _merge_fn(col: str):  # noqa: ANN202 - a pyspark aggregate function
-    """How a partial column combines: counts and sums add, mins and maxes fold."""
-    name = col.split("_")[-1].rstrip("0123456789")
-    return {"mn": F.min, "mx": F.max, "since": F.min}.get(name, F.sum)
+ROWS = partials.ROWS.column()  # ``_n``: the window's ``count`` result column
+PENDING_ROWS = "_pn"  # rows admitted since the window's last emission (early triggers)
+_SQL = {"sum": F.sum, "min": F.min, "max": F.max}  # a field's merge, as a Spark SQL aggregate
 
 
 @dataclass(frozen=True)
@@ -73,24 +73,20 @@ class StateLayout:
         """The input type of value column ``i``: it types the partials and results (``spark/aggtypes.py``)."""
         return self.value_types[i] if self.value_types else T.DoubleType()
 
+    def partial_fields(self) -> list[tuple[str, partials.Field, int | None]]:
+        """The partial's columns: (name, field, value column or None), in the layout of ``core/partials.py``."""
+        return partials.layout(len(self.values))
+
     def partial_types(self) -> dict[str, T.DataType]:
-        """``_n`` and, per value column, ``_s`` (the sum's type), ``_mn``/``_mx`` (the column's), ``_nn``."""
-        types: dict[str, T.DataType] = {"_n": T.LongType()}
-        for i in range(len(self.values)):
-            dt = self.value_type(i)
-            types.update({f"_s{i}": sum_type(dt), f"_mn{i}": extreme_type(dt), f"_mx{i}": extreme_type(dt),
-                          f"_nn{i}": T.LongType()})
-        return types
+        """The partial's columns typed after the value columns (``spark/aggtypes.py``)."""
+        return {c: field_type(f, self.value_type(i or 0)) for c, f, i in self.partial_fields()}
 
     @property
     def window_cols(self) -> list[str]:
         return [*self.keys, "window_start", "window_end"]
 
     def partial_cols(self) -> list[str]:
-        cols = ["_n"]
-        for i in range(len(self.values)):
-            cols += [f"_s{i}", f"_mn{i}", f"_mx{i}", f"_nn{i}"]
-        return cols
+        return partials.columns(len(self.values))
 
     # -- early-trigger state (empty without a trigger) -------------------------------
 
@@ -111,7 +107,7 @@ class StateLayout:
     @staticmethod
     def pending_of(col: str) -> str:
         """The pending-partial column of a partial column (``_n`` -> ``_pn``, ``_s0`` -> ``_p_s0``)."""
-        return "_pn" if col == "_n" else f"_p{col}"
+        return PENDING_ROWS if col == ROWS else f"_p{col}"
 
     @staticmethod
     def emitted_of(col: str) -> str:
@@ -121,7 +117,7 @@ class StateLayout:
         """Early-trigger state columns that are merged like partials (``_due`` is derived, not merged)."""
         if self.early is None:
             return []
-        cols = ["_pn"]
+        cols = [PENDING_ROWS]
         if self.pending_partial:
             cols += [self.pending_of(c) for c in self.partial_cols()[1:]]
         if self.emitted_partial:
@@ -130,11 +126,26 @@ class StateLayout:
             cols.append("_since")
         return cols
 
+    def field_of(self) -> dict[str, partials.Field]:
+        """The partial field each partial and extra column holds (a pending or emitted copy: its column's)."""
+        out: dict[str, partials.Field] = {}
+        for c, f, _ in self.partial_fields():
+            out[c] = out[self.pending_of(c)] = out[self.emitted_of(c)] = f
+        return out
+
+    def merge_fn(self, col: str):  # noqa: ANN201 - a pyspark aggregate function
+        """How a state column combines: as its field merges (``_since``, a clock, by min)."""
+        return F.min if col == "_since" else _SQL[self.field_of()[col].merge]
+
+    def pending_counts(self) -> set[str]:
+        """The pending copies of the count fields (``_pn``, ``_p_nn{i}``): 0, not null, when nothing is pending."""
+        return {self.pending_of(c) for c, f, _ in self.partial_fields() if f.counts}
+
     def merge_cols(self) -> list[str]:
         return [*self.window_cols, *self.partial_cols(), *self.extra_cols(), "_fired", "_rev"]
 
     def schema(self) -> T.StructType:
-        types = {**self.partial_types(), "_pn": T.LongType(), "_since": T.LongType(), "_due": T.LongType()}
+        types = {**self.partial_types(), PENDING_ROWS: T.LongType(), "_since": T.LongType(), "_due": T.LongType()}
         for c in self.partial_cols():
             types.setdefault(self.pending_of(c), types[c])
             types[self.emitted_of(c)] = types[c]
@@ -149,22 +160,22 @@ class StateLayout:
 
     def _extras(self, fresh: dict[str, Column]) -> list[Column]:
         """The extra columns of rows entering the state; those not in ``fresh`` are null (0 for counts)."""
-        out = []
+        out, counts = [], self.pending_counts()
         for c in self.extra_cols():
-            zero = F.lit(0) if c == "_pn" or c.startswith("_p_nn") else F.lit(None)
+            zero = F.lit(0) if c in counts else F.lit(None)
             out.append(fresh.get(c, zero).cast(self.schema()[c].dataType).alias(c))
         return out
 
-    def as_state_partials(self, partials: DataFrame, admit_us: int | None = None) -> DataFrame:
+    def as_state_partials(self, on_time: DataFrame, admit_us: int | None = None) -> DataFrame:
         """On-time partials as state rows: not fired, revision 0, all of them pending since ``admit_us``."""
         if self.early is None:  # nothing depends on the step: the column list is built once
-            return select_built(partials, ("state_partials", self), lambda: [
+            return select_built(on_time, ("state_partials", self), lambda: [
                 *self.window_cols, *self.partial_cols(), F.lit(False).alias("_fired"),
                 F.lit(0).cast("long").alias("_rev"),
             ])
         fresh: dict[str, Column] = {self.pending_of(c): F.col(c) for c in self.partial_cols()}
         fresh["_since"] = F.lit(admit_us)
-        return partials.select(
+        return on_time.select(
             *self.window_cols, *self.partial_cols(), F.lit(False).alias("_fired"), F.lit(0).cast("long").alias("_rev"),
             *self._extras(fresh),
         )
@@ -179,7 +190,7 @@ class StateLayout:
     def _merge_aggs(self, rev: Column) -> list[Column]:
         # A Spark sum widens decimals (p + 10 per sum): cast back, so the state keeps its schema.
         schema = self.schema()
-        aggs: list[Column] = [_merge_fn(c)(c).cast(schema[c].dataType).alias(c)
+        aggs: list[Column] = [self.merge_fn(c)(c).cast(schema[c].dataType).alias(c)
                               for c in [*self.partial_cols(), *self.extra_cols()]]
         return [*aggs, F.bool_or("_fired").alias("_fired"), rev.alias("_rev")]
 
@@ -195,9 +206,9 @@ class StateLayout:
     def due(self, watermark_us: int, now_us: int | None) -> Column:
         """Spark SQL mirror of :meth:`EarlyTrigger.is_due` for the open windows of ``base``."""
         assert self.early is not None
-        open_ = ~F.col("_fired") & (F.col("window_end") > F.lit(watermark_us)) & (F.col("_pn") > 0)
+        open_ = ~F.col("_fired") & (F.col("window_end") > F.lit(watermark_us)) & (F.col(PENDING_ROWS) > 0)
         if self.early.every_rows is not None:
-            return open_ & (F.col("_pn") >= F.lit(self.early.every_rows))
+            return open_ & (F.col(PENDING_ROWS) >= F.lit(self.early.every_rows))
         return open_ & (F.lit(now_us) - F.col("_since") >= F.lit(self.early.every_us))
 
     def after_emission(self, base: DataFrame, fires: Column, now_us: int | None) -> DataFrame:
@@ -206,9 +217,10 @@ class StateLayout:
             return base
         early, done = F.col("_early"), fires | F.col("_fired")
         out: list[Column] = [*self.window_cols, *self.partial_cols(), "_fired", "_rev"]
+        pending_counts = self.pending_counts()
         for c in self.extra_cols():
             col = F.col(c)
-            if c == "_pn" or c.startswith("_p_nn"):
+            if c in pending_counts:
                 out.append(F.when(early | done, F.lit(0)).otherwise(col).cast("long").alias(c))
             elif c == "_since":
                 out.append(F.when(done, F.lit(None)).when(early, F.lit(now_us)).otherwise(col).cast("long").alias(c))
@@ -237,7 +249,7 @@ class StateLayout:
             return [self.emission(pending, kind, F.lit(0), watermark_us, step)]
         out = []
         if self.emitted_partial:
-            prev = df.filter(F.col("_e_n").isNotNull()).select(
+            prev = df.filter(F.col(self.emitted_of(ROWS)).isNotNull()).select(
                 *self.window_cols, *[F.col(self.emitted_of(c)).alias(c) for c in self.partial_cols()]
             )
             out.append(self.emission(prev, EmissionKind.RETRACTION.value, F.lit(0), watermark_us, step))
@@ -246,18 +258,18 @@ class StateLayout:
 
     def emission(self, df: DataFrame, kind: str, revision: Column, watermark_us: int | None, step: int) -> DataFrame:
         """Shape a partial-aggregate frame as result rows."""
-        out: list[Column] = [*memo(("emission_values", self), self._emission_values)]
+        out: list[Column] = [*memo(("emission_values", self), self.result_values)]
         wm = F.timestamp_micros(F.lit(watermark_us)) if watermark_us is not None else F.lit(None).cast("timestamp")
         # batch_id is not a data column: it is the output directory (``batch_id=<step>``).
         out += [F.lit(kind).alias("kind"), revision.cast("long").alias("revision"), wm.alias("watermark")]
         return df.select(*out)
 
-    def _emission_values(self) -> list[Column]:
-        """The result columns that do not depend on the step: keys, window, count, aggregates."""
+    def result_values(self) -> list[Column]:
+        """The result columns that do not depend on the step: keys, window, count (rows), aggregates."""
         out: list[Column] = [F.col(k) for k in self.keys]
         out += [F.timestamp_micros("window_start").alias("window_start"),
                 F.timestamp_micros("window_end").alias("window_end"),
-                F.col("_n").alias("count")]
+                F.col(ROWS).alias("count")]
         return [*out, *self.aggregate_columns()]
 
     def aggregate_columns(self) -> list[Column]:
@@ -265,8 +277,7 @@ class StateLayout:
         out = []
         for a in self.aggregations:
             i = self.values.index(a.column)
-            expr = result_expr(a.func, self.value_type(i), F.col(f"_s{i}"), F.col(f"_mn{i}"), F.col(f"_mx{i}"),
-                               F.col(f"_nn{i}"))
+            expr = result_expr(a.func, self.value_type(i), lambda f, i=i: F.col(f.column(i)))
             out.append(expr.alias(a.name))
         return out
 
@@ -331,13 +342,7 @@ def step_windows(
         before = ordered.rowsBetween(Window.unboundedPreceding, -1)
 
         def folded(frame: Window, prefix: str) -> list[Column]:
-            cols = [F.sum("_n").over(frame).alias(f"{prefix}_n")]
-            for i in range(len(layout.values)):
-                cols += [F.sum(f"_s{i}").over(frame).alias(f"{prefix}_s{i}"),
-                         F.min(f"_mn{i}").over(frame).alias(f"{prefix}_mn{i}"),
-                         F.max(f"_mx{i}").over(frame).alias(f"{prefix}_mx{i}"),
-                         F.sum(f"_nn{i}").over(frame).alias(f"{prefix}_nn{i}")]
-            return cols
+            return [_SQL[f.merge](c).over(frame).alias(f"{prefix}{c}") for c, f, _ in layout.partial_fields()]
 
         partial = layout.partial_cols()
         revision = F.coalesce(F.max("_rev").over(w), F.lit(0)) + F.sum("_is_late").over(w)
@@ -352,7 +357,7 @@ def step_windows(
             value = revised.select(*layout.window_cols, *[F.col(f"cum{c}").alias(c) for c in partial], "_revision")
         if mode == AccumulationMode.RETRACTING:
             # Retract the previous full value (when there was one) before the new one.
-            prev = revised.filter(F.col("prev_n") > 0).select(
+            prev = revised.filter(F.col(f"prev{ROWS}") > 0).select(
                 *layout.window_cols, *[F.col(f"prev{c}").alias(c) for c in partial], "_revision"
             )
             emissions.append(layout.emission(prev, "retraction", F.col("_revision") - 1, emit_watermark_us, step))
@@ -375,7 +380,7 @@ def step_windows(
         .filter(F.col("window_end") + F.lit(grace_us) > F.lit(watermark_us))
     )
     if layout.timed:
-        new_state = new_state.withColumn("_due", F.when(~F.col("_fired") & (F.col("_pn") > 0), F.col("_since")))
+        new_state = new_state.withColumn("_due", F.when(~F.col("_fired") & (F.col(PENDING_ROWS) > 0), F.col("_since")))
     return emitted, select_built(new_state, ("state_rows", layout), lambda: [
         *[f.name for f in layout.schema().fields], F.col("window_end").alias("_bucket"),
     ])

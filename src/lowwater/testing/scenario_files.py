@@ -48,6 +48,7 @@ import numpy as np
 import yaml
 
 from lowwater.config import PipelineConfig, parse_config
+from lowwater.core import partials
 from lowwater.core.judge import account, arrival_order, clip_per_source, judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import DEFAULT_SOURCE, WatermarkTracker
@@ -306,15 +307,12 @@ def _fold(cfg: PipelineConfig, rows: list[dict], j) -> list[tuple]:  # noqa: ANN
     out = []
 
     def value(members: list[int]) -> list:
+        """Each aggregate read from the partial of the members' values (``core/partials.py``)."""
         vals = []
         for a in aggs:
             xs = [float(rows[r][a.column]) for r in members if rows[r].get(a.column) is not None]
-            if a.func == "count":
-                vals.append(float(len(xs)))
-            elif not xs:
-                vals.append(None)
-            else:
-                vals.append(float({"sum": sum, "min": min, "max": max}.get(a.func, lambda v: sum(v) / len(v))(xs)))
+            v = partials.output(a.func, partials.of_rows(((x,) for x in xs), 1), 0)
+            vals.append(None if v is None else float(v))
         return vals
 
     for win in sorted(set(on) | set(late)):

@@ -16,7 +16,6 @@ is what pickles to the executors, so it imports no driver code.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterator
 from decimal import Decimal, localcontext
 
@@ -26,14 +25,8 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from lowwater.core.sessions import (
-    FINAL,
-    REVISION,
-    Emitted,
-    Session,
-    SessionMachine,
-    agg_values,
-)
+from lowwater.core.partials import empty, stored
+from lowwater.core.sessions import FINAL, REVISION, Emitted, Session, SessionMachine
 from lowwater.core.triggers import EarlyTrigger
 from lowwater.core.watermarks import clip_future
 from lowwater.spark.aggtypes import from_json, partial_kinds, python_values
@@ -46,7 +39,7 @@ COUNTS = ("_c_on", "_c_late", "_c_too", "_c_live", "_c_final", "_c_rev", "_c_emi
 
 
 def _agg_cols(layout: StateLayout, prefix: str = "") -> list[tuple[str, T.DataType]]:
-    """The partial columns (typed as the layout's, ``spark/aggtypes.py``), optionally prefixed (``_pn``, ``_ps0``)."""
+    """The partial columns (``core/partials.py``, typed as the layout's), optionally prefixed (``_pn``, ``_ps0``)."""
     return [(f"_{prefix}{c[1:]}", t) for c, t in layout.partial_types().items()]
 
 
@@ -123,7 +116,7 @@ def make_session_step(
         if not len(idx):
             return
         packed = t.column("_state").take(pa.array(idx)).to_pylist()
-        defaults = [0, *[0, math.inf, -math.inf, 0] * nv]  # null sums/mins/maxes: no non-null row
+        defaults = empty(nv)  # a null count is 0 (sums/mins/maxes are null without a non-null row)
         for g, text in zip(gid[idx].tolist(), packed, strict=True):
             d = json.loads(text, parse_float=Decimal)
             agg = [z if d.get(c) is None else from_json(k, d[c])
@@ -186,9 +179,8 @@ def make_session_step(
         take = pa.array(rep_of[np.asarray(gids, dtype=np.int64)] if gids else np.zeros(0, dtype=np.int64))
         return {k: t.column(k).take(take).combine_chunks() for k in keys}
 
-    def agg_arrays(aggs: list, names: list[str], with_nulls: bool) -> dict[str, pa.Array]:
-        if with_nulls:
-            aggs = [agg_values(a, nv) for a in aggs]
+    def agg_arrays(aggs: list, names: list[str]) -> dict[str, pa.Array]:
+        aggs = [stored(a) for a in aggs]
         cols = list(zip(*aggs, strict=True)) if aggs else [()] * len(names)
         return {c: pa.array(list(v)) for c, v in zip(names, cols, strict=True)} if aggs else {}
 
@@ -199,7 +191,7 @@ def make_session_step(
             cols = key_cols(t, rep_of, [e.key for e in em])
             cols["window_start"] = pa.array([e.start_us for e in em], pa.int64())
             cols["window_end"] = pa.array([e.end_us for e in em], pa.int64())
-            cols.update(agg_arrays([e.agg for e in em], agg_names, True))
+            cols.update(agg_arrays([e.agg for e in em], agg_names))
             cols["_rev"] = pa.array([e.revision for e in em], pa.int64())
             kinds = [e.kind for e in em]
             cols["_kind"] = pa.array(kinds, pa.string())
@@ -211,11 +203,11 @@ def make_session_step(
             cols = key_cols(t, rep_of, [g for g, _ in live])
             cols["window_start"] = pa.array([s.start_us for _, s in live], pa.int64())
             cols["window_end"] = pa.array([s.end_us for _, s in live], pa.int64())
-            cols.update(agg_arrays([s.agg for _, s in live], agg_names, True))
-            cols.update(agg_arrays([s.pending for _, s in live], pend_names, True))
+            cols.update(agg_arrays([s.agg for _, s in live], agg_names))
+            cols.update(agg_arrays([s.pending for _, s in live], pend_names))
             cols["_rev"] = pa.array([s.last_rev for _, s in live], pa.int64())
             cols["_retract"] = pa.array(
-                [json.dumps([[o.start_us, o.end_us, o.revision, agg_values(o.agg, nv)] for o in s.outstanding],
+                [json.dumps([[o.start_us, o.end_us, o.revision, stored(o.agg)] for o in s.outstanding],
                             default=str)  # a Decimal as its exact text
                  if s.outstanding else None for _, s in live], pa.string())
             cols["_since"] = pa.array([s.pending_since_us for _, s in live], pa.int64())

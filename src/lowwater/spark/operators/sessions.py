@@ -127,10 +127,7 @@ class SessionOperator:
         """Emission rows as result rows (the columns of the tumbling path)."""
         lay = self.layout
         df = out.filter(F.col("_out") == "E")
-        cols = [F.col(k) for k in lay.keys]
-        cols += [F.timestamp_micros("window_start").alias("window_start"),
-                 F.timestamp_micros("window_end").alias("window_end"), F.col("_n").alias("count")]
-        cols += lay.aggregate_columns()  # typed as the tumbling path types them (spark/aggtypes.py)
+        cols = lay.result_values()  # the tumbling path's columns, typed as it types them (spark/aggtypes.py)
         wm = F.timestamp_micros(F.lit(emit_wm)) if emit_wm is not None else F.lit(None).cast("timestamp")
         cols += [F.col("_kind").alias("kind"), F.col("_rev").alias("revision"), wm.alias("watermark")]
         return df.select(*cols)

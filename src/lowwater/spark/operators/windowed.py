@@ -34,7 +34,7 @@ from lowwater.spark.contrib import PAYLOAD, PER_ROW, clipping, contrib_schema, m
 from lowwater.spark.jobs import Background, side_by_side
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.spark.windowing import StateLayout, step_windows
+from lowwater.spark.windowing import ROWS, StateLayout, step_windows
 from lowwater.time import POS_INF, output_us
 
 log = logging.getLogger("lowwater")
@@ -48,7 +48,7 @@ def _pair_counts(contrib: DataFrame, step: int) -> tuple[int, int, int]:
     """
     obs = Observation(f"pairs_{step}")
     sums = memo("pair_counts", lambda: [
-        F.sum(F.when(F.col("_kind") == k, F.col("_n")).otherwise(0)).alias(k) for k in ("P", "L", "T")
+        F.sum(F.when(F.col("_kind") == k, F.col(ROWS)).otherwise(0)).alias(k) for k in ("P", "L", "T")
     ])
     contrib.observe(obs, *sums).write.format("noop").mode("overwrite").save()
     got = obs.get

@@ -1,0 +1,214 @@
+"""The one layout of a window's mergeable partial aggregate, and how results are read from it.
+
+Every window (or session) keeps its aggregates as a *partial*: the row count,
+and per value column ``i`` its sum, min, max and non-null count. Partials of
+disjoint row sets merge field by field -- counts and sums add, mins and maxes
+pick -- so on-time rows, late updates and stored state combine in any order
+and any grouping (the merge is associative and commutative, and the empty
+partial is its identity). Every configured aggregate is then one field, or a
+ratio of two (``avg = sum / non-null``)::
+
+    field    column    folds values by   merges by   null when
+    rows     _n        count_all         sum         never (0)
+    sum      _s{i}     sum               sum         no non-null value
+    min      _mn{i}    min               min         no non-null value
+    max      _mx{i}    max               max         no non-null value
+    nonnull  _nn{i}    count             sum         never (0)
+
+    count(c) = nonnull   sum(c) = sum   min(c) = min   max(c) = max
+    avg(c)   = sum / nonnull            (and a window's ``count`` column = rows)
+
+The column names are the persisted names of the window state (Spark), so they
+must not change. The fold and merge names are those of Arrow's and Spark SQL's
+aggregate functions (``count_all`` counts rows, ``count`` non-null values), so
+``spark/contrib.py`` and ``spark/windowing.py`` build their aggregations from
+this table.
+
+In Python a partial is a flat list in column order: ``[n, s0, mn0, mx0, nn0,
+s1, ...]``, values as the value column's type (ints and Decimals stay exact;
+floats with ``NaN`` for null on input), and ``None`` for a sum/min/max with no
+non-null value -- the same nulls the Spark state holds, so a partial goes to
+and from storage unchanged. A sum starts from 0 (as Spark's and Arrow's do).
+:func:`add_row` and :func:`merge_into` are the session machine's per-row
+path, written out for speed; ``tests/core/test_partials.py`` holds them to the
+table.
+
+    >>> p = empty(1)
+    >>> for v in (3, 1, float("nan"), 8):
+    ...     add_row(p, (v,))
+    >>> p, output("avg", p, 0), output("count", p, 0)
+    ([4, 12, 1, 8, 3], 4.0, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a partial: its column, how values fold into it and how two of it merge."""
+
+    name: str
+    prefix: str  # the column is ``prefix`` (rows) or ``prefix{i}`` (value column i)
+    fold: str  # Arrow / SQL aggregate over the raw values: count_all, count, sum, min, max
+    merge: str  # aggregate over partials: sum, min or max
+
+    @property
+    def counts(self) -> bool:
+        """A count: 0 (never null) with no rows, and a row contributes 1 or 0 to it."""
+        return self.fold in ("count_all", "count")
+
+    def column(self, i: int | None = None) -> str:
+        return self.prefix if i is None else f"{self.prefix}{i}"
+
+
+ROWS = Field("rows", "_n", "count_all", "sum")
+SUM = Field("sum", "_s", "sum", "sum")
+MIN = Field("min", "_mn", "min", "min")
+MAX = Field("max", "_mx", "max", "max")
+NONNULL = Field("nonnull", "_nn", "count", "sum")
+VALUE_FIELDS = (SUM, MIN, MAX, NONNULL)  # per value column, in this order
+WIDTH = len(VALUE_FIELDS)
+
+
+@dataclass(frozen=True)
+class Output:
+    """How an aggregate function reads a partial: ``field``, or ``field / per`` (null when ``per`` is 0)."""
+
+    field: Field
+    per: Field | None = None
+
+
+OUTPUTS: dict[str, Output] = {
+    "count": Output(NONNULL),
+    "sum": Output(SUM),
+    "min": Output(MIN),
+    "max": Output(MAX),
+    "avg": Output(SUM, per=NONNULL),
+}
+
+
+def layout(n_values: int) -> list[tuple[str, Field, int | None]]:
+    """Every column of a partial with ``n_values`` value columns: (name, field, value index or None)."""
+    out: list[tuple[str, Field, int | None]] = [(ROWS.column(), ROWS, None)]
+    for i in range(n_values):
+        out += [(f.column(i), f, i) for f in VALUE_FIELDS]
+    return out
+
+
+def columns(n_values: int) -> list[str]:
+    """``["_n", "_s0", "_mn0", "_mx0", "_nn0", "_s1", ...]``: the persisted names, in list order."""
+    return [c for c, _, _ in layout(n_values)]
+
+
+def position(field: Field, i: int | None = None) -> int:
+    """Where ``field`` of value column ``i`` sits in a flat partial."""
+    return 0 if field is ROWS else 1 + WIDTH * int(i or 0) + VALUE_FIELDS.index(field)
+
+
+def empty(n_values: int) -> list:
+    """The identity of the merge: no rows (counts 0, sums/mins/maxes null)."""
+    return [0, *[0 if f.counts else None for f in VALUE_FIELDS] * n_values]
+
+
+def rows(p: Sequence) -> int:
+    return p[0]
+
+
+def add_row(p: list, values: Sequence) -> None:
+    """Fold one row into ``p`` in place (``NaN`` is null: counted in rows only)."""
+    p[0] += 1
+    i = 1
+    for v in values:
+        if v == v:  # not NaN
+            if p[i + 3]:
+                p[i] += v
+                if v < p[i + 1]:
+                    p[i + 1] = v
+                if v > p[i + 2]:
+                    p[i + 2] = v
+            else:
+                p[i] = 0 + v  # a sum starts from 0: -0.0 sums to 0.0, as in Spark and Arrow
+                p[i + 1] = p[i + 2] = v
+            p[i + 3] += 1
+        i += WIDTH
+
+
+def merge_into(p: list, q: Sequence) -> None:
+    """``p ⊕= q``: counts and sums add, mins and maxes pick; a null field is the identity."""
+    p[0] += q[0]
+    for i in range(1, len(p), WIDTH):
+        b = q[i]
+        if b is not None:
+            a = p[i]
+            p[i] = 0 + b if a is None else a + b  # a sum starts from 0
+        b = q[i + 1]
+        if b is not None:
+            a = p[i + 1]
+            if a is None or b < a:
+                p[i + 1] = b
+        b = q[i + 2]
+        if b is not None:
+            a = p[i + 2]
+            if a is None or b > a:
+                p[i + 2] = b
+        p[i + 3] += q[i + 3]
+
+
+def merged(p: Sequence, q: Sequence) -> list:
+    """``p ⊕ q`` as a new partial."""
+    out = list(p)
+    merge_into(out, q)
+    return out
+
+
+def of_rows(rows_: Iterable[Sequence], n_values: int) -> list:
+    """The partial of some rows (each a sequence of ``n_values`` values)."""
+    p = empty(n_values)
+    for r in rows_:
+        add_row(p, r)
+    return p
+
+
+def signed_sum(terms: Iterable[tuple[int, Sequence]], n_values: int) -> list:
+    """``Σ sign · p`` over the fields a retraction can undo (those merged by ``sum``); min/max null.
+
+    What a consumer gets by adding emissions and subtracting retractions
+    (``core/panes.py``'s retracting fold); a sum is null where the non-null
+    count comes to 0.
+    """
+    out: list = [0] * (1 + WIDTH * n_values)
+    invertible = [j for j, (_, f, _) in enumerate(layout(n_values)) if f.merge == "sum"]
+    for sign, p in terms:
+        for j in invertible:
+            out[j] += sign * (p[j] or 0)
+    for j, (_, f, i) in enumerate(layout(n_values)):
+        if f.merge != "sum" or (not f.counts and not out[position(NONNULL, i)]):
+            out[j] = None
+    return out
+
+
+@lru_cache(maxsize=64)
+def _count_positions(size: int) -> tuple[int, ...]:
+    return tuple(j for j, (_, f, _) in enumerate(layout((size - 1) // WIDTH)) if f.counts)
+
+
+def stored(p: Sequence) -> list:
+    """A partial as it is stored and emitted: the same values, counts as plain ints."""
+    out = list(p)
+    for j in _count_positions(len(out)):
+        out[j] = int(out[j])
+    return out
+
+
+def output(func: str, p: Sequence, i: int) -> object:
+    """The value of aggregate ``func`` of value column ``i`` from partial ``p`` (None when null)."""
+    out = OUTPUTS[func]
+    value = p[position(out.field, i)]
+    if out.per is None:
+        return value
+    per = p[position(out.per, i)]
+    return None if value is None or not per else value / per
