@@ -24,7 +24,7 @@ from lowwater.spark.engine import Engine
 from .test_cli import run_cli
 from .test_crash import land_many
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 FILES, ROWS_PER_FILE = 4, 500
 

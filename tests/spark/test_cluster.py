@@ -18,7 +18,7 @@ from lowwater.testing.cluster import LocalStandaloneCluster
 
 from .test_cli import land, run_cli
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 WHATIF = ["whatif", "landing", "--config", "pipeline.toml", "--lateness", "0s,2s", "--allowed-lateness", "0s,5s",
           "--json", "w.json", "-q"]

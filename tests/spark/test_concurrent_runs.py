@@ -23,7 +23,7 @@ from lowwater.io.lock import LOCK_NAME
 from lowwater.spark.engine import Engine
 from tests.spark.test_cli import land, run_cli
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def dead_pid() -> int:

@@ -22,7 +22,7 @@ from lowwater.spark.engine import Engine
 
 from .test_cli import CONFIG
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 FILES, ROWS_PER_FILE = 8, 25_000  # 200k rows (+2 bad rows a file); one file a step

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from lowwater.testing.scenario_files import Observed, Scenario, run_core
 from lowwater.testing.scenario_spark import run_spark
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SCHEMA = "partition STRING, event_time DOUBLE, arrival_time DOUBLE, key STRING, amount DOUBLE"
 WATERMARKS = {

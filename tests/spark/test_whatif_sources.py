@@ -141,10 +141,8 @@ def test_cli_whatif_reads_every_source_of_the_config(tmp_path):
                                    "each read from its own source.<name>.path; leave out INPUT"),
         (["--event-time", "t"], "error: --event-time: --config has 3 sources (radar, optical, link); set these keys "
                                 "in each [[source]] table"),
-        (["--compare", "punctuated is_marker"],
-         "error: --compare: the marker column 'is_marker' is not in source 'radar'"),
     ],
-    ids=["input", "source flag", "compare"],
+    ids=["input", "source flag"],
 )
 def test_cli_whatif_bad_combinations_are_one_line_and_exit_2(tmp_path, args, message):
     config = write_pipeline(load(SCENARIOS / "three_sources_slowest_governs.yaml"), tmp_path)
