@@ -38,6 +38,7 @@ Marker rows of punctuated sources move the watermark and are not data.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -85,7 +86,7 @@ class Prepared:
     scans: dict[LaneKey, LaneScan]
 
 
-class ReplayBase:
+class ReplayBase(ABC):
     """What both sweeps share: lanes, clipping, micro-batch runs, and the watermark scan of a chunk."""
 
     def __init__(
@@ -102,8 +103,9 @@ class ReplayBase:
         self.max_event = NEG_INF
         self.last_batch: object = None
 
+    @abstractmethod
     def _end_batch(self) -> None:
-        raise NotImplementedError
+        """A micro-batch ended: record each lane's peak of open windows (each sweep keeps its own)."""
 
     def lateness_range(self, key: LaneKey) -> list[float] | None:
         for lanes in self.lanes:

@@ -93,3 +93,17 @@ def partition_spread(statuses: Iterable[S]) -> tuple[int | None, S | None]:
         return None, None
     holder = active[int(np.argmin([s.watermark_us for s in active]))]
     return max(s.watermark_us for s in defined) - holder.watermark_us, holder
+
+
+class SourcedStatus(InputStatus, Protocol):
+    @property
+    def source(self) -> str: ...
+
+
+def source_watermarks(statuses: Iterable[SourcedStatus]) -> dict[str, int]:
+    """Each source's own low watermark (display, SEMANTICS.md §7): min over its active, defined inputs."""
+    out: dict[str, int] = {}
+    for s in statuses:
+        if s.active and s.watermark_us > NEG_INF:
+            out[s.source] = min(out.get(s.source, POS_INF), s.watermark_us)
+    return out

@@ -14,7 +14,7 @@ import time
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from lowwater.core.combine import partition_spread
+from lowwater.core.combine import partition_spread, source_watermarks
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.spark.step import ORDER_KEYS, WATERMARK_KEYS, StepReport
 from lowwater.time import NEG_INF, POS_INF, to_datetime
@@ -76,10 +76,7 @@ def metrics_row(report: StepReport, tracker: WatermarkTracker) -> dict:
     def name(s) -> str:  # noqa: ANN001 - a PartitionStatus
         return f"{s.source}/{s.partition}" if several else s.partition
 
-    by_source: dict[str, int] = {}  # each source's own low watermark: min over its active partitions
-    for s in statuses:
-        if s.active and s.watermark_us > NEG_INF:
-            by_source[s.source] = min(by_source.get(s.source, POS_INF), s.watermark_us)
+    by_source = source_watermarks(statuses)  # each source's own low watermark
     w = report.watermark_us
     clock = report.extra.get("clock")
     if w <= NEG_INF or w >= POS_INF:
