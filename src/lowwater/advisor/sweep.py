@@ -57,7 +57,7 @@ from lowwater.advisor.lanes import (
 )
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import Lateness, classify, row_verdicts
-from lowwater.core.tracker import PartitionCodes
+from lowwater.core.tracker_state import PartitionCodes
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.core.windows import WindowAssigner
 from lowwater.time import NEG_INF

@@ -25,7 +25,7 @@ from typing import Any
 from lowwater.config.errors import ConfigError, check_keys, text
 from lowwater.config.overrides import resolve
 from lowwater.config.watermark import check_strategy, parse_strategy
-from lowwater.core.tracker import DEFAULT_SOURCE
+from lowwater.core.tracker_state import DEFAULT_SOURCE
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.time import US_PER
 

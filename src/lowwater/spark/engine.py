@@ -22,6 +22,9 @@ every window type::
 4. **commit**: the metrics row goes to every sink, every sink delivers, then
    the manifest (state versions + tracker + totals) is published atomically.
 
+The streaming query itself (readStream, foreachBatch, triggers, stopping
+between steps) is driven by ``spark/query.py``; this module is the step.
+
 Spark's own checkpoint keeps the source offsets; our manifest records which
 Spark batch produced it, so a batch replayed after a crash recomputes the same
 step from the same state (SEMANTICS.md §8).
@@ -37,9 +40,8 @@ from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.utils import CapturedException
 
-from lowwater.config import ConfigError, PipelineConfig
+from lowwater.config import PipelineConfig
 from lowwater.core.frontier import FrontierState
 from lowwater.core.lateness import DRAINED_REASON
 from lowwater.core.tracker import TrackerState, WatermarkTracker
@@ -49,8 +51,8 @@ from lowwater.io.landing import check_resumable
 from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.io.sink import Sink, Sinks
-from lowwater.io.source import Admitted, StreamSource, open_source
-from lowwater.io.sources import UnionSource, source_state_dir, to_layout, union_layout, union_payload
+from lowwater.io.source import Admitted
+from lowwater.io.sources import source_state_dir, to_layout, union_layout, union_payload
 from lowwater.spark.columns import select
 from lowwater.spark.fs import HadoopFS
 from lowwater.spark.held import CARRIED, HeldRows
@@ -58,6 +60,7 @@ from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA, metrics_row, m
 from lowwater.spark.operators import OPERATORS, WindowOperator
 from lowwater.spark.parse import normalise, normalise_source, unit_matters
 from lowwater.spark.planner import StepPlanner
+from lowwater.spark.query import QueryControl, StopRequested
 from lowwater.spark.ready import judged_rows
 from lowwater.spark.state import Manifest
 from lowwater.spark.step import (
@@ -86,24 +89,6 @@ log = logging.getLogger("lowwater")
 STEP_CONF = {
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
-
-
-class StopRequested(Exception):  # noqa: N818 - a request, not an error
-    """Raised into a Spark batch that starts after :meth:`Engine.request_stop`: it stays uncommitted."""
-
-
-class _RefusalFilter(logging.Filter):
-    """Keep a refusal raised in ``foreachBatch`` out of py4j's log: it reaches the user once, from ``Engine.run``.
-
-    py4j logs every exception a Python callback raises, with its trace; a
-    :class:`ConfigError` (e.g. new rows on a drained checkpoint) is a one-line answer.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], ConfigError))
-
-
-logging.getLogger("py4j.clientserver").addFilter(_RefusalFilter())
 
 
 def _fault(point: str, step: int) -> None:
@@ -188,12 +173,8 @@ class Engine:
         )
         self.store = self.operator.store
         self.reports: list[StepReport] = []
-        self._error: BaseException | None = None
         self._outputs_ready = False
-        self._stop: str | None = None  # request_stop: "after_step" | "now"
-        self._in_step = False
-        self.query = None
-        self.source: StreamSource | None = None
+        self.control = QueryControl(self)
         started = self.fs.exists(f"{cfg.output.checkpoint.rstrip('/')}/spark/offsets") or self.store.latest().step >= 0
         check_fingerprint(self.fs, self.lw_dir, cfg, fingerprint(cfg, schema_text), started)
         check_resumable(self.fs, f"{cfg.output.checkpoint.rstrip('/')}/spark", cfg)  # offsets of an older source
@@ -222,37 +203,9 @@ class Engine:
             self.close()
 
     def _run(self, once: bool, drain: bool, trigger_interval: str | None) -> Manifest:
-        if trigger_interval is None and self.cfg.trigger_interval_us is not None:
-            trigger_interval = f"{self.cfg.trigger_interval_us // 1000} milliseconds"
-        if self.cfg.named_sources:
-            self.source = UnionSource(self.spark, self.cfg, self.schemas, self.lw_dir)
-        else:
-            self.source = open_source(self.spark, self.cfg.source, self.schema, self.lw_dir)
         self._ensure_outputs()
-        writer = self.source.stream().writeStream.foreachBatch(self._foreach).option(
-            "checkpointLocation", f"{self.cfg.output.checkpoint.rstrip('/')}/spark"
-        )
-        poll_s = None  # availableNow: the files there at the start (listed by stream())
-        if once or drain:
-            writer = writer.trigger(availableNow=True)
-        elif trigger_interval:
-            writer = writer.trigger(processingTime=trigger_interval)
-            poll_s = min(1.0, self.cfg.trigger_interval_us / 1e6 if self.cfg.trigger_interval_us else 1.0)
-        else:
-            poll_s = 1.0
-        with self.source.watching(poll_s):
-            query = self.query = writer.start()
-            try:
-                self._await(query)
-            except CapturedException:
-                if self._stop is None:
-                    if self._error is not None:
-                        raise self._error from None
-                    raise
-        if self._stop is not None:  # stopped on request: whatever was in flight is uncommitted
+        if self.control.run(once, drain, trigger_interval):  # stopped on request: in-flight work uncommitted
             return self.store.latest()
-        if self._error is not None:
-            raise self._error
         manifest = self.drain() if drain else self.store.latest()
         if manifest.held_rows and self.planner.frontier is not None:
             state = FrontierState.from_json(manifest.frontier)
@@ -267,43 +220,13 @@ class Engine:
         return manifest
 
     def request_stop(self, now: bool = False) -> None:
-        """Stop the running query after its current step; ``now``: abandon the step, uncommitted.
+        """Stop the running query after its current step; ``now``: abandon the step (``spark/query.py``)."""
+        self.control.request_stop(now)
 
-        Only sets flags (safe from a signal handler); :meth:`run` acts on them.
-        A step either commits its manifest or leaves none, so a restart resumes
-        exactly where the last committed step ended (docs/design.md, stopping).
-        """
-        self._stop = "now" if now else (self._stop or "after_step")
-
-    def _await(self, query) -> None:  # noqa: ANN001 - a StreamingQuery
-        """Wait for the query; on a stop request, end it between steps (or at once with ``now``).
-
-        A batch that starts after the request fails uncommitted (``_foreach``),
-        which ends the query; an idle query (no step, no trigger planning a
-        batch) is stopped. Stopping a query while its thread plans a batch would
-        interrupt Spark mid-work, which logs errors of its own.
-        """
-        while not query.awaitTermination(0.25):
-            if self._stop == "now":
-                query.stop()
-            elif self._stop is not None and not self._in_step and not query.status["isTriggerActive"]:
-                query.stop()
-
-    def _foreach(self, df: DataFrame, spark_batch: int) -> None:
-        if self._stop is not None:
-            # Fail the batch instead of returning: a batch that returns is committed by Spark,
-            # and its files would never be processed. Failed, it is replayed on restart.
-            msg = f"stop requested before Spark batch {spark_batch}"
-            raise StopRequested(msg)
-        self._in_step = True
-        try:
-            admitted = self.source.admit(df)
-            self.process_batch(admitted.rows, spark_batch, admitted=admitted)
-        except BaseException as e:
-            self._error = e
-            raise
-        finally:
-            self._in_step = False
+    @property
+    def query(self):  # noqa: ANN201 - the running pyspark StreamingQuery, or None
+        """The running streaming query (``None`` before :meth:`run` starts it)."""
+        return self.control.query
 
     # -- one step ------------------------------------------------------------------
 
