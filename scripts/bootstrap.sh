@@ -51,8 +51,14 @@ if [ ! -f "$jars_stamp" ] || [ jars/pom.xml -nt "$jars_stamp" ]; then
       exit 2
     fi
   fi
-  rm -rf .jars
-  mvn -q -B -f jars/pom.xml dependency:copy-dependencies -Djars.dir="$PWD/.jars/connector"
-  mvn -q -B -f jars/pom.xml -P broker dependency:copy-dependencies -Djars.dir="$PWD/.jars/broker"
+  rm -rf .jars && mkdir -p .jars
+  for profile in connector broker; do  # mvn -q still prints colour codes: keep its output for a failure
+    if ! mvn -q -B -f jars/pom.xml -P "$profile" dependency:copy-dependencies \
+        -Djars.dir="$PWD/.jars/$profile" >.jars/mvn.log 2>&1; then
+      echo "error: fetching the Kafka jars ($profile, jars/pom.xml) failed:" >&2
+      grep -a ERROR .jars/mvn.log | head -20 >&2
+      exit 1
+    fi
+  done
   touch "$jars_stamp"
 fi

@@ -10,6 +10,7 @@ held equal), however the topic is cut into micro-batches.
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -188,3 +189,20 @@ def test_bad_values_are_dead_letters_with_topic_partition_and_offset(spark, kafk
     assert set(dead["source_file"]) == {"bad-0", "bad-1"}
     res = pd.read_parquet(tmp_path / "bad" / "out" / "results")
     assert res["count"].sum() == len(good)  # the run went on: every good row is in a window
+
+
+@pytest.mark.parametrize(("edit", "env", "expected"), [
+    (("topic = ", "topics = "), {}, "source.topics: expected a non-empty list of topic names"),
+    (("", ""), {"LOWWATER_KAFKA_JARS": "{empty}"}, "source.format: kafka needs Spark's Kafka connector"),
+])
+def test_bad_kafka_configuration_is_one_line_and_exit_2(tmp_path, edit, env, expected):
+    from .test_cli import run_cli
+
+    (tmp_path / "empty").mkdir()
+    text = KAFKA_SOURCE.format(servers="127.0.0.1:1", topic="t", per_trigger=10) + WINDOWING
+    (tmp_path / "pipeline.toml").write_text(text.replace(*edit) if edit[0] else text)
+    env = {**os.environ, **{k: v.format(empty=tmp_path / "empty") for k, v in env.items()}}
+    proc = run_cli(["run", "pipeline.toml", "--once"], tmp_path, timeout=60, env=env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith(f"error: {expected}")
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -70,9 +70,14 @@ def kafka_schema(src: SourceConfig) -> StructType:
     return StructType(fields + list(record.fields))
 
 
+def jars_dir() -> Path:
+    """Where the connector's jars are looked for: ``LOWWATER_KAFKA_JARS``, else ``.jars/connector``."""
+    return Path(os.environ.get("LOWWATER_KAFKA_JARS") or JARS_DIR)
+
+
 def connector_jars() -> list[str]:
     """The local jars of Spark's Kafka connector (empty when they were not fetched)."""
-    folder = Path(os.environ.get("LOWWATER_KAFKA_JARS") or JARS_DIR)
+    folder = jars_dir()
     return sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
 
 
@@ -93,7 +98,7 @@ def jars_for(cfg: PipelineConfig) -> list[str]:
     if not any("spark-sql-kafka" in Path(j).name for j in jars):
         import pyspark
 
-        msg = (f"source.format: kafka needs Spark's Kafka connector, not found in {JARS_DIR}: run "
+        msg = (f"source.format: kafka needs Spark's Kafka connector, not found in {jars_dir()}: run "
                f"scripts/bootstrap.sh (fetches it with Maven), point LOWWATER_KAFKA_JARS at a folder of its jars, "
                f'or set [spark.conf] "spark.jars.packages" = "{CONNECTOR}:{pyspark.__version__}"')
         raise ConfigError(msg)
