@@ -246,6 +246,13 @@ def _run(
         if type(e).__name__ != "PostgresError":  # the URL is already masked in its message
             raise
         raise _fail(str(e), 1) from None
+    except Exception as e:
+        from lowwater.io.kafka import kafka_failure
+
+        line = kafka_failure(cfg, e)  # a topic gone or a broker away: one line, not a JVM stack trace
+        if line is None:
+            raise
+        raise _fail(line, 1) from None
     if signals.signum is not None:
         _say(f"stopped by {signal.Signals(signals.signum).name}: the checkpoint holds step {manifest.step} "
              "(a step in flight was not committed); run the same command to resume")

@@ -146,24 +146,39 @@ def test_kafka_topic_equals_the_same_rows_as_files(spark, kafka_broker, tmp_path
     assert min(dict(wms).items(), key=lambda kv: kv[1])[0] == "3"
 
 
-def test_restart_resumes_from_the_checkpointed_offsets(spark, kafka_broker, tmp_path):
+class Crash(Exception):
+    """Stands for kill -9 at a fault point: the step in flight is not committed."""
+
+
+def test_a_crash_and_a_restart_resume_from_the_checkpointed_offsets(spark, kafka_broker, tmp_path, monkeypatch):
+    import lowwater.spark.engine as engine_module
+
     rows = stream(200)
-    produce(kafka_broker, "restart", rows[:120])
+    records = [(r["partition"], r["arrival_time"], json.dumps(
+        {"event_time": r["event_time"], "key": r["key"], "amount": r["amount"]})) for r in rows]
+    kafka_broker.create_topic("restart", 4)
+    kafka_broker.produce("restart", records[:120])
     cfg = kafka_pipeline(tmp_path / "restart", kafka_broker, "restart", per_trigger=50)
-    first = Engine(load_config(cfg), spark).run(once=True)
-    kafka_broker.produce("restart", [(r["partition"], r["arrival_time"], json.dumps(
-        {"event_time": r["event_time"], "key": r["key"], "amount": r["amount"]})) for r in rows[120:]])
-    # A second command on the same checkpoint (a new engine): only the new offsets are read.
-    second = Engine(load_config(cfg), spark).run(drain=True)
-    assert first.step >= 1 and second.step > first.step
-    assert second.totals["rows"] == len(rows)  # nothing read twice, nothing skipped
+
+    def fault(point: str, step: int) -> None:
+        if (point, step) == ("before_commit", 1):  # step 1 written, its manifest not committed
+            raise Crash(point)
+
+    monkeypatch.setattr(engine_module, "_fault", fault)
+    with pytest.raises(Exception, match="Crash|before_commit"):
+        Engine(load_config(cfg), spark).run(once=True)
+    monkeypatch.undo()
+    kafka_broker.produce("restart", records[120:])
+    # The same command again (a new engine on the checkpoint): Spark replays batch 1's offsets, then the rest.
+    resumed = Engine(load_config(cfg), spark).run(drain=True)
+    assert resumed.totals["rows"] == len(rows)  # nothing read twice, nothing skipped
 
     produce(kafka_broker, "clean", rows)
     clean_cfg = kafka_pipeline(tmp_path / "clean", kafka_broker, "clean", per_trigger=1_000)
     clean = Engine(load_config(clean_cfg), spark).run(drain=True)
     assert outcome(spark, tmp_path / "restart", "kafka_partition")[:2] == outcome(
         spark, tmp_path / "clean", "kafka_partition")[:2]
-    assert second.totals == clean.totals
+    assert resumed.totals == clean.totals
 
 
 def test_bad_values_are_dead_letters_with_topic_partition_and_offset(spark, kafka_broker, tmp_path):
@@ -206,3 +221,62 @@ def test_bad_kafka_configuration_is_one_line_and_exit_2(tmp_path, edit, env, exp
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.startswith(f"error: {expected}")
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_topic_recreated_under_the_checkpoint_stops_in_one_line_or_is_skipped_when_allowed(
+        spark, kafka_broker, tmp_path):
+    from lowwater.io.kafka import kafka_failure
+
+    def records(n: int, start: int) -> list[tuple[int, int, str]]:
+        return [(0, T0 + 100 * (start + i), json.dumps({"event_time": T0 + 100 * (start + i), "key": "a",
+                                                         "amount": 1.0})) for i in range(n)]
+
+    kafka_broker.create_topic("gone", 1)
+    kafka_broker.produce("gone", records(30, 0))
+    strict = kafka_pipeline(tmp_path / "strict", kafka_broker, "gone")
+    lenient = kafka_pipeline(tmp_path / "lenient", kafka_broker, "gone")
+    lenient.write_text(lenient.read_text().replace('value_format = "json"', 'value_format = "json"\n'
+                                                                            "fail_on_data_loss = false"))
+    for cfg in (strict, lenient):
+        assert Engine(load_config(cfg), spark).run(once=True).totals["rows"] == 30
+    kafka_broker.delete_topic("gone")
+    kafka_broker.create_topic("gone", 1)  # offsets start again at 0: the checkpoint's 30 are gone
+    kafka_broker.produce("gone", records(10, 100))
+
+    with pytest.raises(Exception) as failed:
+        Engine(load_config(strict), spark).run(once=True)
+    line = kafka_failure(load_config(strict), failed.value)
+    assert line is not None and "\n" not in line, str(failed.value)[:2000]
+    assert line.startswith("source.topic 'gone' at 127.0.0.1:") and "fail_on_data_loss" in line
+    after = Engine(load_config(strict), spark)
+    assert after.store.latest().totals["rows"] == 30  # nothing committed
+    after.close()
+
+    # fail_on_data_loss = false: Spark skips what is gone and reads the new records.
+    skipped = Engine(load_config(lenient), spark).run(once=True)
+    assert skipped.totals["rows"] in (30, 40)
+
+
+@pytest.mark.parametrize(("fmt", "good", "bad"), [
+    ("json", '{"event_time": 5, "key": "a", "amount": 1.5}', '{"event_time": 5,'),
+    ("csv", "5,a,1.5", "5,a,lots"),
+])
+def test_values_parse_with_the_schema_and_bad_ones_keep_their_text(spark, tmp_path, fmt, good, bad):
+    import datetime as dt
+
+    from lowwater.io.kafka import KafkaSource
+
+    cfg = load_config(kafka_pipeline(tmp_path, type("B", (), {"bootstrap": "x:1"})(), "t"),
+                      [f'source.value_format="{fmt}"'])
+    ts = dt.datetime(2023, 11, 14, tzinfo=dt.UTC)
+    records = spark.createDataFrame(
+        [(b"k", v.encode() if v else None, "t", 0, i, ts, 0) for i, v in enumerate([good, bad, None])],
+        "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
+        "timestampType INT")
+    src = KafkaSource(spark, cfg.source, None, str(tmp_path))
+    rows = [r.asDict() for r in src.rows(records).collect()]
+    assert (rows[0]["event_time"], rows[0]["key"], rows[0]["amount"], rows[0]["_corrupt_record"]) == (5, "a", 1.5,
+                                                                                                      None)
+    assert rows[1]["_corrupt_record"] == bad and rows[2]["_corrupt_record"] == "<null value>"
+    assert [(r["kafka_topic"], r["kafka_partition"], r["kafka_offset"], r["kafka_key"], r["_file"]) for r in rows] == [
+        ("t", 0, i, "k", "t-0") for i in range(3)]

@@ -105,6 +105,31 @@ def jars_for(cfg: PipelineConfig) -> list[str]:
     return jars
 
 
+# Spark's connector's error conditions (error/kafka-error-conditions.json) where records are gone.
+_DATA_LOSS = ("KAFKA_DATA_LOSS", "PARTITIONS_DELETED", "START_OFFSET_RESET", "PARTITION_OFFSET_CHANGED",
+              "COULD_NOT_READ_OFFSET_RANGE", "LOST_TOPIC_PARTITIONS")
+_UNREACHABLE = ("TimeoutException", "UnknownTopicOrPartition", "Timed out waiting")
+
+
+def kafka_failure(cfg: PipelineConfig, e: BaseException) -> str | None:
+    """One line for a query that failed on Kafka's side (records gone, no broker), else None (not Kafka's)."""
+    src = next((s for s in cfg.sources if s.kafka), None)
+    if src is None or src.kafka is None:
+        return None
+    text = str(e)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if any(c in ln for c in _DATA_LOSS + _UNREACHABLE)), None)
+    if first is None:
+        return None
+    where = f"{src.key('topic')} {src.kafka.topics_text!r} at {src.kafka.bootstrap_servers}"
+    if any(c in first for c in _DATA_LOSS):
+        return (f"{where}: records the checkpoint expects are gone (topic deleted, truncated or recreated): "
+                f"{first[:300]}; the query stopped instead of skipping them (fail_on_data_loss = true); set "
+                f"{src.key('fail_on_data_loss')} = false to skip what is gone (uncounted), or start a new checkpoint")
+    return (f"{where}: Kafka did not answer or does not have the topic: {first[:300]}; nothing was skipped: "
+            "run the same command again when the broker is back")
+
+
 class KafkaSource:
     """``[source] format = "kafka"`` as a :class:`~lowwater.io.source.StreamSource`."""
 
