@@ -56,7 +56,7 @@ KAFKA_SOURCE = """
 format = "kafka"
 bootstrap_servers = "{servers}"
 topic = "{topic}"
-max_offsets_per_trigger = {per_trigger}
+{per_trigger}
 value_format = "json"
 schema = "event_time LONG, key STRING, amount DOUBLE"
 event_time = "event_time"
@@ -76,14 +76,19 @@ schema = "partition INT, offset LONG, arrival_time LONG, event_time LONG, key ST
 """
 
 
-def stream(n: int = 320) -> list[dict]:
-    """Rows in arrival order: partition 3 lags 8 s (> L), partition 2 stops after 10 s, p0 has stragglers."""
+def stream(n: int = 320, quiet: bool = True) -> list[dict]:
+    """Rows in arrival order: partition 3 lags 8 s (> L), partition 2 stops after 10 s, p0 has stragglers.
+
+    Without ``quiet`` every partition gets every 4th row: Spark's connector then
+    cuts a limit that is a multiple of 4 into equal per-partition ranges, which
+    are also arrival ranges (see docs/kafka.md, micro-batches and arrival order).
+    """
     rng = random.Random(17)
     rows, offsets = [], [0, 0, 0, 0]
     for i in range(n):
         arrival = T0 + i * 125
         p = i % 4
-        if p == 2 and i >= 80:  # quiet from 10 s on: idle after idle_timeout
+        if quiet and p == 2 and i >= 80:  # quiet from 10 s on: idle after idle_timeout
             continue
         event = arrival - rng.randint(0, 1_500)
         if p == 3:
@@ -102,10 +107,11 @@ def produce(broker, topic: str, rows: list[dict], partitions: int = 4) -> None: 
         {"event_time": r["event_time"], "key": r["key"], "amount": r["amount"]})) for r in rows])
 
 
-def kafka_pipeline(root: Path, broker, topic: str, per_trigger: int = 37) -> Path:  # noqa: ANN001
+def kafka_pipeline(root: Path, broker, topic: str, per_trigger: int | None = None) -> Path:  # noqa: ANN001
     root.mkdir(parents=True, exist_ok=True)
     cfg = root / "pipeline.toml"
-    cfg.write_text(KAFKA_SOURCE.format(servers=broker.bootstrap, topic=topic, per_trigger=per_trigger) + WINDOWING)
+    limit = f"max_offsets_per_trigger = {per_trigger}" if per_trigger else ""
+    cfg.write_text(KAFKA_SOURCE.format(servers=broker.bootstrap, topic=topic, per_trigger=limit) + WINDOWING)
     return cfg
 
 
@@ -137,13 +143,11 @@ def test_kafka_topic_equals_the_same_rows_as_files(spark, kafka_broker, tmp_path
     assert results == f_results and results
     assert late == f_late and len(late) >= 5  # p0's stragglers and p3's worst, too late against the min
     assert summary.totals == f_summary.totals
-    # Cut into micro-batches of 37 offsets: the lagging partition holds W, the quiet one went idle.
-    steps = metrics.assign(step=metrics["batch_id"].astype(int)).sort_values("step")
-    assert len(steps) >= 8
-    assert (steps["holding_partition"].dropna() == "3").mean() > 0.5
-    assert any("2" in list(idle) for idle in steps["idle_partitions"].dropna())
-    wms = steps["partition_watermarks"].iloc[-2]  # the last step before the drain
-    assert min(dict(wms).items(), key=lambda kv: kv[1])[0] == "3"
+    # The lagging partition holds W, the quiet one went idle (and left the min).
+    step = metrics.assign(step=metrics["batch_id"].astype(int)).sort_values("step").iloc[0]
+    assert step["holding_partition"] == "3" and list(step["idle_partitions"]) == ["2"]
+    wms = dict(step["partition_watermarks"])
+    assert min(wms, key=wms.get) == "2" and secs(step["low_watermark"]) == secs(wms["3"])
 
 
 class Crash(Exception):
@@ -153,12 +157,12 @@ class Crash(Exception):
 def test_a_crash_and_a_restart_resume_from_the_checkpointed_offsets(spark, kafka_broker, tmp_path, monkeypatch):
     import lowwater.spark.engine as engine_module
 
-    rows = stream(200)
+    rows = stream(240, quiet=False)
     records = [(r["partition"], r["arrival_time"], json.dumps(
         {"event_time": r["event_time"], "key": r["key"], "amount": r["amount"]})) for r in rows]
     kafka_broker.create_topic("restart", 4)
-    kafka_broker.produce("restart", records[:120])
-    cfg = kafka_pipeline(tmp_path / "restart", kafka_broker, "restart", per_trigger=50)
+    kafka_broker.produce("restart", records[:120])  # 30 a partition: steps of 10 a partition
+    cfg = kafka_pipeline(tmp_path / "restart", kafka_broker, "restart", per_trigger=40)
 
     def fault(point: str, step: int) -> None:
         if (point, step) == ("before_commit", 1):  # step 1 written, its manifest not committed
@@ -174,7 +178,7 @@ def test_a_crash_and_a_restart_resume_from_the_checkpointed_offsets(spark, kafka
     assert resumed.totals["rows"] == len(rows)  # nothing read twice, nothing skipped
 
     produce(kafka_broker, "clean", rows)
-    clean_cfg = kafka_pipeline(tmp_path / "clean", kafka_broker, "clean", per_trigger=1_000)
+    clean_cfg = kafka_pipeline(tmp_path / "clean", kafka_broker, "clean")  # one step
     clean = Engine(load_config(clean_cfg), spark).run(drain=True)
     assert outcome(spark, tmp_path / "restart", "kafka_partition")[:2] == outcome(
         spark, tmp_path / "clean", "kafka_partition")[:2]
@@ -214,7 +218,7 @@ def test_bad_kafka_configuration_is_one_line_and_exit_2(tmp_path, edit, env, exp
     from .test_cli import run_cli
 
     (tmp_path / "empty").mkdir()
-    text = KAFKA_SOURCE.format(servers="127.0.0.1:1", topic="t", per_trigger=10) + WINDOWING
+    text = KAFKA_SOURCE.format(servers="127.0.0.1:1", topic="t", per_trigger="") + WINDOWING
     (tmp_path / "pipeline.toml").write_text(text.replace(*edit) if edit[0] else text)
     env = {**os.environ, **{k: v.format(empty=tmp_path / "empty") for k, v in env.items()}}
     proc = run_cli(["run", "pipeline.toml", "--once"], tmp_path, timeout=60, env=env)
@@ -248,13 +252,15 @@ def test_a_topic_recreated_under_the_checkpoint_stops_in_one_line_or_is_skipped_
     line = kafka_failure(load_config(strict), failed.value)
     assert line is not None and "\n" not in line, str(failed.value)[:2000]
     assert line.startswith("source.topic 'gone' at 127.0.0.1:") and "fail_on_data_loss" in line
+    assert "Reason: Partition gone-0 offset was changed from 30 to 10" in line
     after = Engine(load_config(strict), spark)
     assert after.store.latest().totals["rows"] == 30  # nothing committed
     after.close()
 
-    # fail_on_data_loss = false: Spark skips what is gone and reads the new records.
+    # fail_on_data_loss = false: the run goes on. Spark plans the range 30 -> 10 as empty and carries on from
+    # offset 10, so the recreated topic's first 10 records are skipped as well, silently (docs/kafka.md).
     skipped = Engine(load_config(lenient), spark).run(once=True)
-    assert skipped.totals["rows"] in (30, 40)
+    assert skipped.totals["rows"] == 30 and skipped.step == 1
 
 
 @pytest.mark.parametrize(("fmt", "good", "bad"), [

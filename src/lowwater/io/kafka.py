@@ -105,9 +105,10 @@ def jars_for(cfg: PipelineConfig) -> list[str]:
     return jars
 
 
-# Spark's connector's error conditions (error/kafka-error-conditions.json) where records are gone.
-_DATA_LOSS = ("KAFKA_DATA_LOSS", "PARTITIONS_DELETED", "START_OFFSET_RESET", "PARTITION_OFFSET_CHANGED",
-              "COULD_NOT_READ_OFFSET_RANGE", "LOST_TOPIC_PARTITIONS")
+# How Spark's connector says records are gone (its message, and its error conditions in
+# error/kafka-error-conditions.json), and how a Kafka client says the broker or topic is not there.
+_DATA_LOSS = ("data may have been lost", "failOnDataLoss", "KAFKA_DATA_LOSS", "PARTITIONS_DELETED",
+              "START_OFFSET_RESET", "PARTITION_OFFSET_CHANGED", "COULD_NOT_READ_OFFSET_RANGE")
 _UNREACHABLE = ("TimeoutException", "UnknownTopicOrPartition", "Timed out waiting")
 
 
@@ -116,16 +117,16 @@ def kafka_failure(cfg: PipelineConfig, e: BaseException) -> str | None:
     src = next((s for s in cfg.sources if s.kafka), None)
     if src is None or src.kafka is None:
         return None
-    text = str(e)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    first = next((ln for ln in lines if any(c in ln for c in _DATA_LOSS + _UNREACHABLE)), None)
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    where = f"{src.key('topic')} {src.kafka.topics_text!r} at {src.kafka.bootstrap_servers}"
+    if any(c in ln for ln in lines for c in _DATA_LOSS):
+        reason = next((ln for ln in lines if ln.startswith("Reason:")), lines[0])
+        return (f"{where}: records the checkpoint expects are gone (topic deleted, truncated or recreated): "
+                f"{reason[:300]}; the query stopped instead of skipping them (fail_on_data_loss = true); set "
+                f"{src.key('fail_on_data_loss')} = false to skip what is gone (uncounted), or start a new checkpoint")
+    first = next((ln for ln in lines if any(c in ln for c in _UNREACHABLE)), None)
     if first is None:
         return None
-    where = f"{src.key('topic')} {src.kafka.topics_text!r} at {src.kafka.bootstrap_servers}"
-    if any(c in first for c in _DATA_LOSS):
-        return (f"{where}: records the checkpoint expects are gone (topic deleted, truncated or recreated): "
-                f"{first[:300]}; the query stopped instead of skipping them (fail_on_data_loss = true); set "
-                f"{src.key('fail_on_data_loss')} = false to skip what is gone (uncounted), or start a new checkpoint")
     return (f"{where}: Kafka did not answer or does not have the topic: {first[:300]}; nothing was skipped: "
             "run the same command again when the broker is back")
 
