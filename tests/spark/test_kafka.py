@@ -286,3 +286,22 @@ def test_values_parse_with_the_schema_and_bad_ones_keep_their_text(spark, tmp_pa
     assert rows[1]["_corrupt_record"] == bad and rows[2]["_corrupt_record"] == "<null value>"
     assert [(r["kafka_topic"], r["kafka_partition"], r["kafka_offset"], r["kafka_key"], r["_file"]) for r in rows] == [
         ("t", 0, i, "k", "t-0") for i in range(3)]
+
+
+def test_lowwater_run_reads_a_topic_with_the_fetched_connector(kafka_broker, tmp_path):
+    """The command a user runs: the connector's jars go on spark.jars, a client secret is never printed."""
+    from .test_cli import run_cli
+
+    kafka_broker.create_topic("cli", 2)
+    kafka_broker.produce("cli", [(i % 2, T0 + 200 * i, json.dumps({"event_time": T0 + 200 * i, "key": "k",
+                                                                    "amount": 1.0})) for i in range(40)]
+                         + [(1, T0 + 9_000, "oops")])
+    cfg = kafka_pipeline(tmp_path, kafka_broker, "cli")
+    cfg.write_text(cfg.read_text().replace('value_format = "json"',
+                                           'value_format = "json"\nkafka = { "sasl.jaas.config" = "s3cret-jaas" }'))
+    proc = run_cli(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.startswith("lowwater run: reading kafka from kafka://cli; checkpoint ")
+    assert "s3cret-jaas" not in proc.stdout + proc.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["rows"], summary["on_time"], summary["dead_letter"]) == (41, 40, 1) and summary["balanced"]
