@@ -1,4 +1,4 @@
-"""Shared fixtures: one local SparkSession for the whole test session."""
+"""Shared fixtures: one local SparkSession and (started on first use) one Kafka broker for the whole test session."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ def spark():
     """A small local[2] SparkSession shared by every Spark test (started once)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from lowwater.config import SparkConfig
+    from lowwater.io.kafka import connector_jars
     from lowwater.spark.session import get_spark
 
     session = get_spark(
@@ -21,7 +22,8 @@ def spark():
             app_name="lowwater-tests",
             shuffle_partitions=2,
             conf={"spark.ui.enabled": "false", "spark.sql.adaptive.coalescePartitions.enabled": "true"},
-        )
+        ),
+        jars=connector_jars(),  # Spark's Kafka connector, so the Kafka tests share this session
     )
     yield session
     session.stop()
@@ -47,4 +49,23 @@ def pg_server():
         yield server
         server.stop()
     finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """A single-node KRaft broker on free 127.0.0.1 ports (FAILS, never skips, if its jars are missing)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from lowwater.testing.kafka import TestBroker
+
+    root = Path(tempfile.mkdtemp(prefix="lowwater-kafka-"))
+    broker = TestBroker(root)
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
         shutil.rmtree(root, ignore_errors=True)

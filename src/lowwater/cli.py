@@ -212,6 +212,9 @@ def _run(
             check_source_path(src, cfg.base_dir)
         hold(cfg)  # one run per output path: a second one refuses here, before Spark starts (io/lock.py)
         _wait_for_files(cfg, once)
+        from lowwater.io.kafka import jars_for
+
+        jars = jars_for(cfg)  # Spark's Kafka connector when a source is a topic
     except ConfigError as e:
         raise _fail(str(e)) from None
     from lowwater.report import start_line
@@ -219,7 +222,7 @@ def _run(
     from lowwater.spark.session import get_spark
 
     try:
-        spark = get_spark(cfg.spark, quiet=quiet)
+        spark = get_spark(cfg.spark, quiet=quiet, jars=jars)
     except _Interrupted:
         raise
     except Exception as e:  # noqa: BLE001 - Spark start-up errors come in many types
@@ -243,6 +246,13 @@ def _run(
         if type(e).__name__ != "PostgresError":  # the URL is already masked in its message
             raise
         raise _fail(str(e), 1) from None
+    except Exception as e:
+        from lowwater.io.kafka import kafka_failure
+
+        line = kafka_failure(cfg, e)  # a topic gone or a broker away: one line, not a JVM stack trace
+        if line is None:
+            raise
+        raise _fail(line, 1) from None
     if signals.signum is not None:
         _say(f"stopped by {signal.Signals(signals.signum).name}: the checkpoint holds step {manifest.step} "
              "(a step in flight was not committed); run the same command to resume")

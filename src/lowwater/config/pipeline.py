@@ -142,8 +142,9 @@ def _check_sections(data: dict[str, Any]) -> None:
         if section not in SECTIONS:
             msg = f"unknown section [{section}] (expected one of {', '.join(sorted(SECTIONS))})"
             raise ConfigError(msg)
-        if section == "source" and isinstance(value, list):
-            continue  # [[source]] tables: checked one by one, with their names (config/source.py)
+        if section == "source" and (isinstance(value, list) or (isinstance(value, dict)
+                                                                and value.get("format") == "kafka")):
+            continue  # [[source]] tables and a Kafka source: checked with their own keys (config/source.py)
         table(section, value)
         keys = SECTIONS[section]
         if keys is not None:

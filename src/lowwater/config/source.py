@@ -23,13 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from lowwater.config.errors import ConfigError, check_keys, text
+from lowwater.config.kafka import (
+    KAFKA_KEYS,
+    KAFKA_OFFSET,
+    KAFKA_PARTITION,
+    KAFKA_TIMESTAMP,
+    KafkaSettings,
+    parse_kafka,
+)
 from lowwater.config.overrides import resolve
 from lowwater.config.watermark import check_strategy, parse_strategy
 from lowwater.core.tracker_state import DEFAULT_SOURCE
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.time import US_PER
 
-FORMATS = ("jsonl", "csv", "parquet")
+FORMATS = ("jsonl", "csv", "parquet", "kafka")
 TIME_UNITS = ("s", "ms", "us")
 SOURCE_KEYS = frozenset({
     "format", "path", "partition", "offset", "arrival_time", "event_time", "time_unit", "max_files_per_batch",
@@ -60,6 +68,7 @@ class SourceConfig:
     name: str = DEFAULT_SOURCE
     watermark: WatermarkStrategy = field(default_factory=WatermarkStrategy)
     named: bool = False
+    kafka: KafkaSettings | None = None  # format = "kafka" (config/kafka.py); path is then kafka://<topics>
 
     @property
     def unit_us(self) -> int:
@@ -116,7 +125,7 @@ def parse_sources(data: dict[str, Any], base: Path) -> tuple[tuple[SourceConfig,
         msg = "missing section [source]"
         raise ConfigError(msg)
     if isinstance(raw, dict):
-        check_keys("source", raw, SOURCE_KEYS)
+        check_keys("source", raw, _allowed(raw))
         src = parse_source(raw, base, name=_name(raw.get("name", DEFAULT_SOURCE)), named=False)
         strategy = parse_strategy(data.get("watermark", {}), "watermark")
         check_strategy(src, strategy, "watermark")
@@ -149,11 +158,22 @@ def _parse_named(index: int, t: dict[str, Any], base: Path) -> SourceConfig:
         msg = f"source.name: required in every [[source]] table (source number {index + 1} has none)"
         raise ConfigError(msg)
     name = _name(t["name"])
+    if t.get("format") == "kafka":
+        msg = (f"source.{name}.format: a Kafka source is read in a single [source] table for now "
+               "(not among [[source]] tables)")
+        raise ConfigError(msg)
     check_keys(f"source.{name}", t, NAMED_SOURCE_KEYS)
     src = parse_source(t, base, name=name, named=True)
     strategy = parse_strategy(t.get("watermark", {}), src.watermark_key)
     check_strategy(src, strategy, src.watermark_key)
     return replace(src, watermark=strategy)
+
+
+def _allowed(raw: dict[str, Any]) -> frozenset[str]:
+    """A Kafka source's keys; a file source's key it does not take is refused by ``parse_kafka`` with a reason."""
+    if raw.get("format") == "kafka":
+        return KAFKA_KEYS | {"path", "partition", "offset", "arrival_time", "max_files_per_batch"}
+    return SOURCE_KEYS
 
 
 def _name(name: Any) -> str:
@@ -171,14 +191,13 @@ def parse_source(s: dict[str, Any], base: Path, name: str, named: bool) -> Sourc
     if fmt not in FORMATS:
         msg = f"{where}.format: {fmt!r} is not one of {', '.join(FORMATS)}"
         raise ConfigError(msg)
+    if fmt == "kafka":
+        return _parse_kafka_source(s, where, name, named)
     for key in ("path", "event_time"):
         if key not in s:
             msg = f"{where}.{key} is required"
             raise ConfigError(msg)
-    unit = s.get("time_unit", "s")
-    if unit not in TIME_UNITS:
-        msg = f"{where}.time_unit: {unit!r} is not one of {', '.join(TIME_UNITS)}"
-        raise ConfigError(msg)
+    unit = _time_unit(where, s)
     mfb = s.get("max_files_per_batch")
     if mfb is not None and (not isinstance(mfb, int) or isinstance(mfb, bool) or mfb < 1):
         msg = f"{where}.max_files_per_batch: expected a positive integer, got {mfb!r}"
@@ -199,4 +218,33 @@ def parse_source(s: dict[str, Any], base: Path, name: str, named: bool) -> Sourc
         schema=opt("schema"),
         name=name,
         named=named,
+    )
+
+
+def _time_unit(where: str, s: dict[str, Any]) -> str:
+    unit = s.get("time_unit", "s")
+    if unit not in TIME_UNITS:
+        msg = f"{where}.time_unit: {unit!r} is not one of {', '.join(TIME_UNITS)}"
+        raise ConfigError(msg)
+    return unit
+
+
+def _parse_kafka_source(s: dict[str, Any], where: str, name: str, named: bool) -> SourceConfig:
+    """A Kafka topic: the record's partition, offset and timestamp play the partition, offset and arrival roles."""
+    settings, schema = parse_kafka(where, s)
+    if "event_time" not in s:
+        msg = f"{where}.event_time is required (a field of the value, or {KAFKA_TIMESTAMP!r} for the record time)"
+        raise ConfigError(msg)
+    return SourceConfig(
+        format="kafka",
+        path=f"kafka://{settings.topics_text}",
+        event_time=text(where, "event_time", s["event_time"]),
+        partition=KAFKA_PARTITION,
+        offset=KAFKA_OFFSET,
+        arrival_time=KAFKA_TIMESTAMP,
+        time_unit=_time_unit(where, s),
+        schema=schema,
+        name=name,
+        named=named,
+        kafka=settings,
     )

@@ -58,6 +58,10 @@ def _has_files(path: str) -> bool:
 
 def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
     """The input schema: ``source.schema`` if given, else inferred from the files present."""
+    if src.kafka is not None:  # the value's fields and the record's columns (io/kafka.py)
+        from lowwater.io.kafka import kafka_schema
+
+        return kafka_schema(src)
     if src.schema:
         try:
             parsed = _parse_datatype_string(src.schema)

@@ -206,6 +206,8 @@ def check_resumable(fs: HadoopFS, spark_checkpoint: str, cfg: PipelineConfig) ->
     Spark's own file source (``{"logOffset": n}``, files in modification-time
     order) cannot be resumed in name order: its micro-batches named other files.
     """
+    if cfg.source.kafka is not None:  # Spark's Kafka offsets (the fingerprint refuses a switch of format)
+        return
     offsets = f"{spark_checkpoint.rstrip('/')}/offsets"
     if not fs.exists(offsets):
         return

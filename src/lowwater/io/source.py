@@ -2,9 +2,9 @@
 
 The engine runs ``source.stream()`` with ``foreachBatch`` and hands each
 micro-batch to ``source.admit``, which returns the input rows (with the
-``_file``/``_block`` ordering columns) and what the batch brought. Today the
-only source is the landing directory (``io/landing.py``); another one (Kafka)
-implements the same three methods.
+``_file``/``_block`` ordering columns) and what the batch brought. The
+landing directory (``io/landing.py``) and a Kafka topic (``io/kafka.py``)
+implement the same three methods.
 """
 
 from __future__ import annotations
@@ -51,7 +51,11 @@ class StreamSource(Protocol):
 
 
 def open_source(spark: SparkSession, src: SourceConfig, schema: StructType, state_dir: str) -> StreamSource:
-    """The source ``source`` configures (the landing directory), keeping its own state under ``state_dir``."""
+    """The source ``source`` configures (the landing directory or a Kafka topic), its state under ``state_dir``."""
+    if src.kafka is not None:
+        from lowwater.io.kafka import KafkaSource
+
+        return KafkaSource(spark, src, schema, state_dir)
     from lowwater.io.landing import LandingSource
 
     return LandingSource(spark, src, schema, state_dir)

@@ -90,6 +90,11 @@ _ATOMIC = (*_NUMERIC, T.BooleanType, T.StringType, T.TimestampType, T.TimestampN
 
 def _malformed_reason(schema: T.StructType, fmt: str) -> Column:
     """``malformed record``, or which fields had the wrong type when the record itself parses."""
+    if fmt == "kafka":  # a Kafka record without a value (io/kafka.py) is a tombstone, not a malformed one
+        from lowwater.io.kafka import NULL_VALUE
+
+        return F.when(F.col(CORRUPT) == NULL_VALUE, F.lit("null value (a tombstone)")).otherwise(
+            F.lit("malformed record"))
     fields = [f for f in schema.fields if f.name != CORRUPT and isinstance(f.dataType, _ATOMIC)]
     if fmt != "jsonl" or not fields:
         return F.lit("malformed record")

@@ -57,8 +57,12 @@ def _launch_quiet_gateway(conf: dict[str, str]) -> None:
     SparkContext._ensure_initialized(gateway=gateway)
 
 
-def get_spark(cfg: SparkConfig | None = None, quiet: bool = False) -> SparkSession:
-    """Return the active session or start one from ``cfg`` (quiet logs, UTC)."""
+def get_spark(cfg: SparkConfig | None = None, quiet: bool = False, jars: list[str] | None = None) -> SparkSession:
+    """Return the active session or start one from ``cfg`` (quiet logs, UTC).
+
+    ``jars`` (local paths, e.g. Spark's Kafka connector: ``io/kafka.jars_for``)
+    are added to ``spark.jars`` when the session starts.
+    """
     cfg = cfg or SparkConfig()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -70,6 +74,8 @@ def get_spark(cfg: SparkConfig | None = None, quiet: bool = False) -> SparkSessi
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
     conf["spark.sql.shuffle.partitions"] = str(cfg.shuffle_partitions)
     conf.update(cfg.conf)
+    if jars:
+        conf["spark.jars"] = ",".join([j for j in conf.get("spark.jars", "").split(",") if j] + list(jars))
     conf["spark.master"] = cfg.master
     conf["spark.app.name"] = cfg.app_name
     if quiet:

@@ -1,0 +1,105 @@
+"""``[source] format = "kafka"``: the keys, the options Spark's connector gets, one line per mistake."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lowwater.config import ConfigError, load_config
+
+SOURCE = """
+[source]
+format = "kafka"
+bootstrap_servers = "b1:9092,b2:9092"
+topic = "payments"
+schema = "id STRING, amount DOUBLE, event_time DOUBLE"
+event_time = "event_time"
+{extra}
+"""
+
+REST = """
+[watermark]
+max_out_of_orderness = "3s"
+
+[window]
+type = "tumbling"
+size = "10s"
+aggregations = { total = "sum(amount)" }
+
+[output]
+path = "out"
+"""
+
+
+def cfg(tmp_path, extra: str = "", source: str = SOURCE, overrides: list[str] | None = None):  # noqa: ANN201
+    p = tmp_path / "p.toml"
+    p.write_text(source.format(extra=extra) + REST)
+    return load_config(p, overrides)
+
+
+def test_a_kafka_source_has_the_records_roles_and_sparks_options(tmp_path):
+    c = cfg(tmp_path, 'max_offsets_per_trigger = 500\nkafka = { "security.protocol" = "SASL_SSL", '
+                      '"sasl.jaas.config" = "secret-pw-123" }')
+    src = c.source
+    assert (src.partition, src.offset, src.arrival_time) == ("kafka_partition", "kafka_offset", "kafka_timestamp")
+    assert src.path == "kafka://payments" and src.schema == "id STRING, amount DOUBLE, event_time DOUBLE"
+    opts = src.kafka.options()
+    assert opts["kafka.bootstrap.servers"] == "b1:9092,b2:9092" and opts["subscribe"] == "payments"
+    assert opts["startingOffsets"] == "earliest" and opts["failOnDataLoss"] == "true"
+    assert opts["maxOffsetsPerTrigger"] == "500" and opts["kafka.security.protocol"] == "SASL_SSL"
+    assert opts["kafka.sasl.jaas.config"] == "secret-pw-123"
+    assert "secret-pw-123" not in repr(c)  # secrets pass through, never printed
+
+
+def test_topics_patterns_offsets_and_dotted_client_keys(tmp_path):
+    src = cfg(tmp_path, source=SOURCE.replace('topic = "payments"', 'topics = ["a", "b"]'),
+              extra='starting_offsets = { a = { "0" = 42, "1" = -2 } }\nfail_on_data_loss = false\n'
+                    'kafka.security.protocol = "SSL"').source
+    opts = src.kafka.options()
+    assert opts["subscribe"] == "a,b" and json.loads(opts["startingOffsets"]) == {"a": {"0": 42, "1": -2}}
+    assert opts["failOnDataLoss"] == "false" and opts["kafka.security.protocol"] == "SSL"
+    pattern = cfg(tmp_path, source=SOURCE.replace('topic = "payments"', 'subscribe_pattern = "pay.*"')).source
+    assert pattern.kafka.options()["subscribePattern"] == "pay.*" and pattern.path == "kafka://pattern pay.*"
+    raw = cfg(tmp_path, source=SOURCE.replace('schema = "id STRING, amount DOUBLE, event_time DOUBLE"\n', "")
+              .replace('event_time = "event_time"', 'event_time = "kafka_timestamp"'),
+              extra='value_format = "raw"').source
+    assert raw.schema == "value STRING" and raw.event_time == "kafka_timestamp"
+    over = cfg(tmp_path, overrides=["source.topic=other", 'source.kafka.client.id="lw"']).source.kafka.options()
+    assert over["subscribe"] == "other" and over["kafka.client.id"] == "lw"
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("bootstrap_servers = \"b1:9092,b2:9092\"\n", ""), "source.bootstrap_servers is required"),
+    (("topic = \"payments\"", 'topic = "p"\ntopics = ["q"]'), "source.topic: give exactly one of"),
+    (("topic = \"payments\"", 'topics = []'), "source.topics: expected a non-empty list"),
+    (("format = \"kafka\"", 'format = "kafka"\npath = "x"'), "source.path: not a key of a Kafka source"),
+    (("format = \"kafka\"", 'format = "kafka"\npartition = "p"'), "source.partition: not a key of a Kafka source"),
+    (("format = \"kafka\"", 'format = "kafka"\nvalue_format = "avro"'), "source.value_format: 'avro' is not one"),
+    (("format = \"kafka\"", 'format = "kafka"\nvalue_format = "raw"'), "source.schema: a raw value is the one"),
+    (('schema = "id STRING, amount DOUBLE, event_time DOUBLE"\n', ""), "source.schema is required"),
+    (("format = \"kafka\"", 'format = "kafka"\nstarting_offsets = "oldest"'), "source.starting_offsets: expected"),
+    (("format = \"kafka\"", 'format = "kafka"\nmax_offsets_per_trigger = 0'), "source.max_offsets_per_trigger"),
+    (("format = \"kafka\"", 'format = "kafka"\nfail_on_data_loss = "no"'), "source.fail_on_data_loss"),
+    (("format = \"kafka\"", 'format = "kafka"\nkafka."group.id" = "g"'), "source.kafka.group.id: set by"),
+    (("format = \"kafka\"", 'format = "kafka"\nbrokers = "x"'), "unknown key source.brokers"),
+    (('event_time = "event_time"', ""), "source.event_time is required"),
+])
+def test_kafka_errors_name_the_key(tmp_path, edit, message):
+    with pytest.raises(ConfigError, match="^" + message.replace(".", r"\.").replace("*", r"\*")):
+        cfg(tmp_path, source=SOURCE.replace(*edit))
+
+
+def test_a_secret_in_a_bad_client_option_is_not_echoed(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        cfg(tmp_path, extra='kafka."sasl.jaas.config" = ["secret-pw-123"]')
+    assert "source.kafka.sasl.jaas.config" in str(e.value) and "secret-pw-123" not in str(e.value)
+
+
+def test_kafka_among_several_sources_is_refused_in_one_line(tmp_path):
+    p = tmp_path / "p.toml"
+    p.write_text('[[source]]\nname = "k"\nformat = "kafka"\nbootstrap_servers = "b:9092"\ntopic = "t"\n'
+                 'schema = "x DOUBLE"\nevent_time = "x"\n' + REST.replace('[watermark]\nmax_out_of_orderness = "3s"\n',
+                                                                          ""))
+    with pytest.raises(ConfigError, match=r"^source\.k\.format: a Kafka source is read in a single \[source\]"):
+        load_config(p)
