@@ -34,3 +34,36 @@ def late_rows(outcome) -> list[tuple]:  # noqa: ANN001
         (str(r.partition), r.event_time, secs(r.window_start), secs(r.window_end), secs(r.watermark))
         for r in late.itertuples(index=False)
     )
+
+
+def run_cli_here(args: list[str], cwd, env: dict[str, str] | None = None):  # noqa: ANN001, ANN201
+    """``lowwater ARGS`` in this process, on the tests' SparkSession (``get_spark`` returns the active one).
+
+    Returns a :class:`subprocess.CompletedProcess` like ``test_cli.run_cli``. For
+    tests whose subject is not the process itself (start-up, signals, crashes):
+    a separate process costs a JVM start (~10-20 s) each. The CLI's signal
+    handlers and logger levels are put back afterwards.
+    """
+    import logging
+    import os
+    import signal
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from lowwater.cli import app
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    names = ("lowwater", "py4j", "DataFrameQueryContextLogger", "SQLQueryContextLogger")
+    levels = {n: logging.getLogger(n).level for n in names}
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+    finally:
+        os.chdir(before)
+        for s, h in handlers.items():
+            signal.signal(s, h)
+        for n, level in levels.items():
+            logging.getLogger(n).setLevel(level)
+    return subprocess.CompletedProcess(["lowwater", *args], result.exit_code, result.stdout, result.stderr)

@@ -21,7 +21,7 @@ import pytest
 from lowwater.config import load_config
 from lowwater.spark.engine import Engine
 
-from .test_cli import run_cli
+from .helpers import run_cli_here
 from .test_crash import land_many
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -110,6 +110,6 @@ def test_sigint_and_sigterm_stop_after_the_step_and_a_restart_equals_a_clean_run
     assert len(text.strip().splitlines()) == 2, text  # the start line and the stop line
 
     # 3. The restart consumes the rest and drains: the same outputs as the uninterrupted run.
-    proc3 = run_cli(["run", "pipeline.toml", "--once", "--drain", "-q"], root)
+    proc3 = run_cli_here(["run", "pipeline.toml", "--once", "--drain", "-q"], root)  # this process: a JVM start less
     assert proc3.returncode == 0, proc3.stderr[-3000:]
     assert _outputs(root) == _outputs(clean)

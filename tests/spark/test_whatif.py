@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ from lowwater.demo.generator import PaymentsSpec, write_demo
 from lowwater.spark.engine import Engine
 from lowwater.testing.scenario import base_config, run_scenario
 
+from .helpers import run_cli_here
 from .test_determinism import random_logs
 from .test_scenarios import OUT_OF_ORDER, rows_of
 
@@ -84,7 +83,7 @@ def test_peak_open_windows_equals_the_engine_on_the_demo_log(spark, tmp_path):
     assert per_step.max() > per_step[per_step > 0].min()
 
 
-def test_cli_whatif_and_delays_on_single_files(tmp_path):
+def test_cli_whatif_and_delays_on_single_files(tmp_path, spark):
     """INPUT is one file, its format from the extension; this short log fires no window, and the advice says so."""
     rows = rows_of("""
     p  t   a
@@ -95,11 +94,12 @@ def test_cli_whatif_and_delays_on_single_files(tmp_path):
     """)  # W ends at min(12, 5) = 5: no 10s window closes before the end of the log
     log = tmp_path / "events.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{broken\n")
-    cmd = [sys.executable, "-m", "lowwater.cli", "whatif", str(log), "--event-time", "event_time",
+    # In this process, on the tests' session: the CLI's own start-up is tested in test_cli.py.
+    cmd = ["whatif", str(log), "--event-time", "event_time",
            "--arrival-time", "arrival_time", "--partition", "partition", "--lateness", "0s,5s",
            "--target-completeness", "0.5", "--latency-budget", "100s",
            "--json", str(tmp_path / "w.json"), "--plot", str(tmp_path / "w.png"), "-q", "--master", "local[1]"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    proc = run_cli_here(cmd, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads((tmp_path / "w.json").read_text())
     # [0, 10) and [10, 20) of key "a" fire only on a drain.
@@ -109,16 +109,15 @@ def test_cli_whatif_and_delays_on_single_files(tmp_path):
     assert "Smallest L" not in proc.stdout and "None" not in proc.stdout
     assert "…" not in proc.stdout  # piped: the table at full width, no column cut
     assert (tmp_path / "w.png").stat().st_size > 5_000  # a figure that says why there is nothing to draw
-    bad = subprocess.run(cmd[:5] + ["--event-time", "nope", "-q"], capture_output=True, text=True, timeout=240)
+    bad = run_cli_here(cmd[:2] + ["--event-time", "nope", "-q"], tmp_path)
     assert bad.returncode == 2 and "'nope'" in bad.stderr and "Traceback" not in bad.stderr
     csv_log = tmp_path / "events.csv"
     with csv_log.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    prof = subprocess.run([sys.executable, "-m", "lowwater.cli", "delays", str(csv_log), "--event-time", "event_time",
-                           "--arrival-time", "arrival_time", "--partition", "partition", "-q", "--master", "local[1]"],
-                          capture_output=True, text=True, timeout=240)
+    prof = run_cli_here(["delays", str(csv_log), "--event-time", "event_time", "--arrival-time", "arrival_time",
+                         "--partition", "partition", "-q", "--master", "local[1]"], tmp_path)
     assert prof.returncode == 0, prof.stderr[-2000:]
     assert "p99.9" in prof.stdout and "25.000" in prof.stdout  # partition 1's 30 - 5, read as CSV
 
@@ -168,13 +167,13 @@ def test_compare_replays_each_strategy_exactly(spark, tmp_path):
 def test_cli_bad_compare_is_one_line_and_exit_2(tmp_path):
     log = tmp_path / "events.jsonl"
     log.write_text(json.dumps({"partition": "0", "event_time": 1.0, "arrival_time": 1.0}) + "\n")
-    base = [sys.executable, "-m", "lowwater.cli", "whatif", str(log), "--event-time", "event_time", "-q"]
+    base = ["whatif", str(log), "--event-time", "event_time", "-q"]  # refused before Spark starts
     for value, expected in (
         ("adaptive q=2 rows=3", "error: --compare 'adaptive q=2 rows=3': compare.target_quantile: expected a number"),
         ("adaptive rows=3", "error: --compare 'adaptive rows=3': adaptive watermarks need an arrival clock"),
         ("bounded 3s nope", "error: --compare 'bounded 3s nope': 'nope': expected KEY=VALUE"),
         ("{strategy = ", "error: --compare '{strategy = ': not a TOML inline table"),
     ):
-        proc = subprocess.run([*base, "--compare", value], capture_output=True, text=True, timeout=120)
+        proc = run_cli_here([*base, "--compare", value], tmp_path)
         assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
         assert proc.stderr.startswith(expected), proc.stderr

@@ -27,7 +27,7 @@ from lowwater.core.accounting import Accounting
 from lowwater.testing.scenario_files import Observed, Scenario, load
 from lowwater.testing.scenario_spark import run_spark
 
-from .test_cli import run_cli
+from .helpers import run_cli_here
 
 pytestmark = pytest.mark.spark
 S = 1_000_000
@@ -118,13 +118,13 @@ def write_pipeline(s: Scenario, root: Path) -> Path:
     return path
 
 
-def test_cli_whatif_reads_every_source_of_the_config(tmp_path):
+def test_cli_whatif_reads_every_source_of_the_config(tmp_path, spark):
     s = load(SCENARIOS / "three_sources_slowest_governs.yaml")
     config = write_pipeline(s, tmp_path)
     cwd = tmp_path / "elsewhere"  # paths resolve against the configuration file, not the working directory
     cwd.mkdir()
-    proc = run_cli(["whatif", "--config", str(config), "--lateness", "0s,10s,30s", "--json", str(tmp_path / "g.json"),
-                    "--compare", "config", "-q"], cwd)
+    proc = run_cli_here(["whatif", "--config", str(config), "--lateness", "0s,10s,30s", "--json",
+                         str(tmp_path / "g.json"), "--compare", "config", "-q"], cwd)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads((tmp_path / "g.json").read_text())
     assert [r["lateness"] for r in rows] == [0.0, 10.0, 30.0, None]
@@ -146,7 +146,7 @@ def test_cli_whatif_reads_every_source_of_the_config(tmp_path):
 )
 def test_cli_whatif_bad_combinations_are_one_line_and_exit_2(tmp_path, args, message):
     config = write_pipeline(load(SCENARIOS / "three_sources_slowest_governs.yaml"), tmp_path)
-    proc = run_cli(["whatif", "--config", str(config), *[a.format(root=tmp_path) for a in args], "-q"], tmp_path,
-                   timeout=120)
+    proc = run_cli_here(["whatif", "--config", str(config), *[a.format(root=tmp_path) for a in args], "-q"],
+                        tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [message.format(root=tmp_path)]

@@ -206,7 +206,7 @@ def check_resumable(fs: HadoopFS, spark_checkpoint: str, cfg: PipelineConfig) ->
     Spark's own file source (``{"logOffset": n}``, files in modification-time
     order) cannot be resumed in name order: its micro-batches named other files.
     """
-    if cfg.source.kafka is not None:  # Spark's Kafka offsets (the fingerprint refuses a switch of format)
+    if any(s.kafka is not None for s in cfg.sources):  # Spark's Kafka offsets (the fingerprint refuses a format switch)
         return
     offsets = f"{spark_checkpoint.rstrip('/')}/offsets"
     if not fs.exists(offsets):
