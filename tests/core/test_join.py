@@ -111,6 +111,10 @@ def test_the_output_watermark_is_held_back_by_the_buffered_rows():
 
 # -- the whole log: any cut, and a brute-force join of the admitted rows --------------------------
 
+def _signed(seconds: int) -> str:
+    return f"{'-' if seconds < 0 else ''}{abs(seconds)}s"
+
+
 def _config(lower: int, upper: int, join_type: str, l_left: int, l_right: int) -> dict:
     def source(name: str, bound: int) -> dict:
         return {"name": name, "format": "jsonl", "path": f"landing/{name}", "partition": "partition",
@@ -118,8 +122,8 @@ def _config(lower: int, upper: int, join_type: str, l_left: int, l_right: int) -
                 "watermark": {"strategy": "bounded", "max_out_of_orderness": f"{bound}s"}}
     return {
         "source": [source("clicks", l_left), source("orders", l_right)],
-        "join": {"left": "clicks", "right": "orders", "on": ["user"], "lower": f"{'-' if lower < 0 else ''}{abs(lower)}s",
-                 "upper": f"{'-' if upper < 0 else ''}{abs(upper)}s", "type": join_type,
+        "join": {"left": "clicks", "right": "orders", "on": ["user"], "type": join_type,
+                 "lower": _signed(lower), "upper": _signed(upper),
                  "columns": {"left": [], "right": []}},
         "late": {"policy": "side_output"},
         "output": {"path": "out"},
@@ -157,7 +161,7 @@ def brute_force(cfg, inputs: dict[str, list[dict]]) -> tuple[list, list]:
 
 def _source_rows(draw, n_max: int) -> list[dict]:
     n = draw(st.integers(0, n_max))
-    rows = [{"partition": draw(st.sampled_from(["0", "1"])), "event_time": float(draw(st.integers(0, 60))),
+    rows = [{"partition": draw(st.sampled_from(["0", "1"])), "event_time": float(draw(st.integers(0, 40))),
              "user": draw(st.sampled_from(["a", "b"]))} for _ in range(n)]
     for r in rows:
         r["arrival_time"] = r["event_time"] + draw(st.integers(0, 20))
@@ -168,8 +172,8 @@ def _source_rows(draw, n_max: int) -> list[dict]:
 def join_logs(draw):
     lower = draw(st.integers(-5, 5))
     upper = lower + draw(st.integers(0, 10))
-    raw = _config(lower, upper, draw(st.sampled_from(["inner", "left_outer"])), draw(st.integers(0, 10)),
-                  draw(st.integers(0, 10)))
+    raw = _config(lower, upper, draw(st.sampled_from(["inner", "left_outer"])), draw(st.integers(0, 6)),
+                  draw(st.integers(0, 6)))
     inputs = {"clicks": _source_rows(draw, 14), "orders": _source_rows(draw, 14)}
     n = len(inputs["clicks"]) + len(inputs["orders"])
     cuts = draw(st.lists(st.integers(1, max(1, n - 1)), max_size=6))

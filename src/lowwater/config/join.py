@@ -119,7 +119,8 @@ def parse_join(t: Any, sources: tuple[SourceConfig, ...], has_window: bool) -> J
     cols = t.get("columns", {})
     cols = table("join.columns", cols)
     check_keys("join.columns", cols, ("left", "right"))
-    chosen = {side: _names(f"columns.{side}", cols[side], empty=True) if side in cols else () for side in ("left", "right")}
+    chosen = {side: _names(f"columns.{side}", cols[side], empty=True) if side in cols else ()
+              for side in ("left", "right")}
     for side, columns in chosen.items():
         for c in columns:
             if c in JOIN_RESERVED:

@@ -261,7 +261,8 @@ class IntervalJoin:
         for side in Side:
             pending = sum(not e.matched for es in self.state.buffer(side).values() for e in es)
             if pending != self.state.counts[side].pending:
-                msg = f"join: {pending} unmatched rows buffered on the {side} side, counted {self.state.counts[side].pending}"
+                counted = self.state.counts[side].pending
+                msg = f"join: {pending} unmatched rows buffered on the {side} side, counted {counted}"
                 raise AssertionError(msg)
 
     def counts(self) -> Mapping[Side, SideCounts]:

@@ -135,7 +135,8 @@ def run_join_log(cfg: PipelineConfig, inputs: dict[str, list[dict]], cuts: list[
         return us / 1e6
 
     out.joined = sorted(
-        ("|".join(str(x) for x in p.left.key), secs(p.left.event_us), None if p.right is None else secs(p.right.event_us))
+        ("|".join(str(x) for x in p.left.key), secs(p.left.event_us),
+         None if p.right is None else secs(p.right.event_us))
         for p in emitted
     )
     out.joined.sort(key=_sort_key)
