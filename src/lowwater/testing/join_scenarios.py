@@ -146,3 +146,79 @@ def run_join_log(cfg: PipelineConfig, inputs: dict[str, list[dict]], cuts: list[
     )
     out.counts = {side.value: c.as_dict() for side, c in join.counts().items()}
     return out
+
+
+# -- the Spark path ----------------------------------------------------------------
+
+def run_spark(spark, s: Scenario, cuts: dict[str, list[int]], workdir: Path | None = None,  # noqa: ANN001
+              restart_after: int | None = None) -> tuple[JoinObserved, dict]:
+    """The scenario through the engine, each source cut into files as ``cuts`` says, then drained.
+
+    ``restart_after``: after that micro-batch a new engine takes over from the
+    checkpoint and replays the batch (as after a crash before its commit).
+    Returns what the outputs hold and ``summary.json``'s content.
+    """
+    import tempfile
+    from functools import reduce
+
+    from lowwater.io.files import read_batch
+    from lowwater.spark.engine import Engine
+    from lowwater.testing.scenario_spark import _chunks
+
+    work = Path(workdir or tempfile.mkdtemp(prefix="lowwater-join-"))
+    cfg = s.pipeline(base_dir=work)
+    files: dict[str, list[Path]] = {}
+    for src in cfg.sources:
+        landing = Path(src.path)
+        landing.mkdir(parents=True, exist_ok=True)
+        files[src.name] = []
+        for i, chunk in enumerate(_chunks(s.input[src.name], cuts.get(src.name, []))):
+            f = landing / f"part-{i:05d}.jsonl"
+            f.write_text("".join(_json_line(r) for r in chunk))
+            files[src.name].append(f)
+    batches = max(len(v) for v in files.values())
+    engine = Engine(cfg, spark)
+    try:
+        i = 0
+        while i < batches:
+            frames = [engine.normalised(src.name, read_batch(spark, src, engine.schemas[src.name],
+                                                             path=str(files[src.name][i])))
+                      for src in cfg.sources if i < len(files[src.name])]
+            engine.process_batch(reduce(lambda a, b: a.unionByName(b), frames), i)
+            if i == restart_after:
+                engine.close()
+                engine = Engine(cfg, spark)  # a new process would see only the checkpoint
+                restart_after = None
+                continue  # replay batch i
+            i += 1
+        summary = engine.summary(engine.drain())
+    finally:
+        engine.close()
+    return _observed(spark, cfg, Path(cfg.output.path), summary), summary
+
+
+def _json_line(r: dict) -> str:
+    import json
+
+    return json.dumps(r) + "\n"
+
+
+def _observed(spark, cfg: PipelineConfig, out: Path, summary: dict) -> JoinObserved:  # noqa: ANN001
+    import pandas as pd
+
+    assert cfg.join is not None
+    jc = cfg.join
+
+    def read(kind: str) -> list[dict]:
+        p = out / kind
+        return spark.read.parquet(str(p)).toPandas().to_dict("records") if p.exists() else []
+
+    def secs(ts) -> float | None:  # noqa: ANN001
+        return None if ts is None or pd.isna(ts) else pd.Timestamp(ts).value / 1e9
+
+    joined = sorted((("|".join(str(r[c]) for c in jc.on), secs(r["left_event_time"]), secs(r["right_event_time"]))
+                     for r in read("joined")), key=_sort_key)
+    by_name = {src.name: src for src in cfg.sources}
+    late = sorted((str(r["source"]), float(r[by_name[r["source"]].event_time])) for r in read("late"))
+    counts = {side: {k: v for k, v in c.items() if k != "balanced"} for side, c in summary.get("join", {}).items()}
+    return JoinObserved(joined, late, counts)
