@@ -86,6 +86,14 @@ def test_a_row_behind_the_watermark_is_too_late_and_never_buffered():
     assert j.counts()[Side.RIGHT].too_late == 1 and j.state.open_rows == 2
 
 
+def test_a_null_key_matches_nothing_and_a_left_outer_join_emits_it_alone():
+    j = IntervalJoin(JoinBounds(0, 5), JoinType.LEFT_OUTER)
+    j.on_row(JoinRow(Side.LEFT, (None,), 10, 0), NEG_INF)
+    assert j.on_row(JoinRow(Side.RIGHT, (None,), 12, 1), NEG_INF) == []
+    assert [(e.left.key, e.right) for e in j.drain()] == [((None,), None)]
+    j.check()
+
+
 def test_freeing_follows_each_sides_bound():
     # left a at 10 (upper 5): kept while W <= 15; right b at 10 (lower -3): kept while W <= 13.
     j = IntervalJoin(JoinBounds(-3, 5), JoinType.INNER)

@@ -10,7 +10,8 @@ is handed each row with its ``W(r)`` and never computes a watermark itself.
 
 * a row with ``event_time < W(r)`` is **too late for the join**: reported, never buffered;
 * every other row is **admitted**: matched against the other side's buffer (a
-  pair is emitted once, when its second row arrives) and buffered;
+  pair is emitted once, when its second row arrives; a null key matches
+  nothing, as in SQL) and buffered;
 * :meth:`IntervalJoin.advance` frees, once ``W`` passes their bound, left rows
   (``W > a.event_time + upper``) and right rows (``W > b.event_time - lower``);
   an unmatched left row of a left outer join is emitted then, once, with no partner.
@@ -199,7 +200,9 @@ class IntervalJoin:
         other = Side.RIGHT if row.side == Side.LEFT else Side.LEFT
         mine = _Buffered(row)
         out: list[Joined] = []
-        for e in self.state.buffer(other).get(row.key, ()):
+        # A null key matches nothing (as in SQL): the row is admitted, buffered and ends unmatched.
+        partners = self.state.buffer(other).get(row.key, ()) if None not in row.key else ()
+        for e in partners:
             left, right = (row, e.row) if row.side == Side.LEFT else (e.row, row)
             if self.bounds.matches(left.event_us, right.event_us):
                 out.append(Joined(left, right, watermark_us))

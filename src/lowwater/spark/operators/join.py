@@ -35,6 +35,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config import PipelineConfig
 from lowwater.config.join import JoinConfig
@@ -58,7 +59,7 @@ from lowwater.spark.columns import watermark_ts
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.spark.windowing import StateLayout
-from lowwater.time import POS_INF, to_datetime
+from lowwater.time import POS_INF, output_us, to_datetime
 
 BUCKET = 0  # the join's state is one bucket: every buffered row of both sides
 JOIN_METRICS = "join_metrics"
@@ -164,19 +165,38 @@ class JoinOperator:
         """Write the buffered rows as version ``step`` and the counts beside them; the manifest's buckets."""
         counts = {side.value: c.as_dict() for side, c in join.counts().items()}
         self.store.fs.write_text_atomic(self._counts_path(step), json.dumps(counts))
-        names = [n for n, _ in self._state_columns()]
-        rows = []
+        columns: dict[str, list] = {f.name: [] for f in self.state_schema().fields}
+        n = 0
         for row, matched in join.state.rows():
-            values = {f"{row.side.value}_{c}": v for c, v in zip(self._side_columns(row.side), row.values, strict=True)}
-            rows.append({"side": row.side.value, **{f"k_{c}": k for c, k in zip(self.join.on, row.key, strict=True)},
-                         "event_us": row.event_us, "seq": row.seq, "matched": matched, **values, "_bucket": BUCKET})
-        if not rows:
+            n += 1
+            columns["side"].append(row.side.value)
+            for c, k in zip(self.join.on, row.key, strict=True):
+                columns[f"k_{c}"].append(k)
+            columns["event_us"].append(row.event_us)
+            columns["seq"].append(row.seq)
+            columns["matched"].append(matched)
+            for side in Side:
+                chosen = self._side_columns(side)
+                values = row.values if side == row.side else (None,) * len(chosen)
+                for c, v in zip(chosen, values, strict=True):
+                    columns[f"{side.value}_{c}"].append(v)
+            columns["_bucket"].append(BUCKET)
+        if not n:
             return {}
-        schema = self.state_schema()
-        frame = self.spark.createDataFrame([tuple(r.get(n) for n in [*names, "_bucket"]) for r in rows], schema)
-        written = self.store.write(step, frame)
-        rows_n, size = written.get(BUCKET, (len(rows), 0))
+        written = self.store.write(step, self._frame(columns, self.state_schema()))
+        rows_n, size = written.get(BUCKET, (n, 0))
         return {BUCKET: Bucket(version=step, fired=False, rows=rows_n, bytes=size)}
+
+    def _frame(self, columns: dict[str, list], schema: T.StructType) -> DataFrame:
+        """Driver-side columns as a DataFrame, through Arrow (timestamps given as µs)."""
+        arrow = to_arrow_schema(schema, timezone="UTC")
+        arrays = []
+        for f in arrow:
+            if pa.types.is_timestamp(f.type):
+                arrays.append(pa.array(columns[f.name], pa.int64()).cast(f.type))
+            else:
+                arrays.append(pa.array(columns[f.name], f.type))
+        return self.spark.createDataFrame(pa.Table.from_arrays(arrays, schema=arrow), schema)
 
     # -- a step ----------------------------------------------------------------------
 
@@ -220,18 +240,19 @@ class JoinOperator:
         if not emitted:
             return None
         jc = self.join
-        out = []
+        schema = self.joined_schema()
+        columns: dict[str, list] = {f.name: [] for f in schema.fields}
         for e in emitted:
             row: dict[str, Any] = dict(zip(jc.on, e.left.key, strict=True))
             row.update(zip(jc.left_columns, e.left.values, strict=True))
             if e.right is not None:
                 row.update(zip(jc.right_columns, e.right.values, strict=True))
-            out.append(tuple(row.get(c) for c in jc.output_columns()) + (
-                to_datetime(e.left.event_us),
-                None if e.right is None else to_datetime(e.right.event_us),
-                to_datetime(e.watermark_us),
-            ))
-        return self.spark.createDataFrame(out, self.joined_schema())
+            for c in jc.output_columns():
+                columns[c].append(row.get(c))
+            columns["left_event_time"].append(e.left.event_us)
+            columns["right_event_time"].append(None if e.right is None else e.right.event_us)
+            columns["watermark"].append(output_us(e.watermark_us))
+        return self._frame(columns, schema)
 
     def _late_frame(
         self, parsed: DataFrame, late: list[TooLate], rows: list[JoinRow], rids: np.ndarray,
