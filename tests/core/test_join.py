@@ -224,3 +224,20 @@ def test_state_stays_bounded_over_a_steady_run():
     bound = rate * (upper - lower + l_left + l_right)
     assert 0 < got.max_open_rows <= 1.5 * bound, (got.max_open_rows, bound)
     assert got.counts["left"]["matched"] > 0.9 * seconds
+
+
+def test_the_slow_side_governs_whatever_its_own_bound():
+    # The orders lag the clicks by ~50 s, but W is the min of both inputs: the orders' own watermark
+    # (their latest event time - L) holds it, so even L = 0 on the orders loses nothing, while the
+    # clicks wait in the buffer. A watermark taken from the clicks alone (latest click - 1 s) would
+    # have made every order too late.
+    s = load_join(SCENARIOS / "slow_side_governs.yaml")
+    got = run_join(s)
+    assert got.counts["right"]["too_late"] == 0 and got.max_open_rows >= 5  # the clicks wait for the orders
+    for src in s.config["source"]:
+        if src["name"] == "orders":
+            src["watermark"]["max_out_of_orderness"] = "0s"
+    tight = run_join(s)
+    assert (tight.joined, tight.too_late) == (got.joined, [])
+    clicks_alone = [c["event_time"] - 1 for c in s.input["clicks"] if c["arrival_time"] < 55]  # before order 1
+    assert max(clicks_alone) > 5  # ... the first order (event time 5) would already be behind it

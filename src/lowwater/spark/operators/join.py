@@ -56,7 +56,7 @@ from lowwater.core.judge import clip_per_source
 from lowwater.core.lateness import LatePolicy
 from lowwater.io.sink import Sinks
 from lowwater.spark.columns import watermark_ts
-from lowwater.spark.state import Bucket, BucketStateStore, Manifest
+from lowwater.spark.state import KEEP_MANIFESTS, Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.spark.windowing import StateLayout
 from lowwater.time import POS_INF, output_us, to_datetime
@@ -165,6 +165,9 @@ class JoinOperator:
         """Write the buffered rows as version ``step`` and the counts beside them; the manifest's buckets."""
         counts = {side.value: c.as_dict() for side, c in join.counts().items()}
         self.store.fs.write_text_atomic(self._counts_path(step), json.dumps(counts))
+        old = self._counts_path(step - 2 * KEEP_MANIFESTS)  # no kept manifest is that old
+        if step >= 2 * KEEP_MANIFESTS and self.store.fs.exists(old):
+            self.store.fs.delete(old)
         columns: dict[str, list] = {f.name: [] for f in self.state_schema().fields}
         n = 0
         for row, matched in join.state.rows():
