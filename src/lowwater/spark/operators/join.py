@@ -191,14 +191,15 @@ class JoinOperator:
         return {BUCKET: Bucket(version=step, fired=False, rows=rows_n, bytes=size)}
 
     def _frame(self, columns: dict[str, list], schema: T.StructType) -> DataFrame:
-        """Driver-side columns as a DataFrame, through Arrow (timestamps given as µs)."""
+        """Driver-side columns as a DataFrame, through Arrow (the join's own times given as µs)."""
         arrow = to_arrow_schema(schema, timezone="UTC")
         arrays = []
         for f in arrow:
-            if pa.types.is_timestamp(f.type):
-                arrays.append(pa.array(columns[f.name], pa.int64()).cast(f.type))
+            values = columns[f.name]
+            if pa.types.is_timestamp(f.type) and all(v is None or isinstance(v, int) for v in values):
+                arrays.append(pa.array(values, pa.int64()).cast(f.type))
             else:
-                arrays.append(pa.array(columns[f.name], f.type))
+                arrays.append(pa.array(values, f.type))
         return self.spark.createDataFrame(pa.Table.from_arrays(arrays, schema=arrow), schema)
 
     # -- a step ----------------------------------------------------------------------
