@@ -42,7 +42,8 @@ def test_a_partner_too_late_goes_to_the_side_output_across_a_restart(spark, tmp_
     s = load_join(SCENARIOS / "partner_too_late.yaml")
     got, summary = run_spark(spark, s, s.cuts[1], workdir=tmp_path, restart_after=0)
     assert not compare(got, expected(s), s)
-    assert (got.joined, got.too_late, got.counts) == (lambda c: (c.joined, c.too_late, c.counts))(run_core(s))
+    core = run_core(s)
+    assert (got.joined, got.too_late, got.counts) == (core.joined, core.too_late, core.counts)
     late = pd.read_parquet(tmp_path / "out" / "late")
     assert late[["source", "reason"]].values.tolist() == [["orders", "too_late_for_join"]]
     assert late["watermark"].iloc[0] == pd.Timestamp(28, unit="s", tz="UTC")  # W(r) = min(30 - 2, 31 - 2)
