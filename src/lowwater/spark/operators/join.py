@@ -27,11 +27,14 @@ collects ~40 bytes a row): docs/design.md, "Interval join", says where it scales
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -106,6 +109,10 @@ class JoinOperator:
         self.state_dir = state_dir.rstrip("/")
         self.store = BucketStateStore(spark, state_dir, self.state_schema())
         self._prepared = False
+        # The join as the last step this operator carried out left it: (step, join). The next step
+        # starts from it when it follows that step (no state read); a replay or a new process reads
+        # the manifest's version. Taken out while a step runs, so a failed step leaves nothing behind.
+        self._live: tuple[int, IntervalJoin] | None = None
 
     # -- layouts ---------------------------------------------------------------------
 
@@ -145,6 +152,9 @@ class JoinOperator:
 
     def _restore(self, prev: Manifest) -> IntervalJoin:
         """The join as ``prev`` left it: its buffered rows (one bucket) and each side's counts."""
+        live, self._live = self._live, None
+        if live is not None and live[0] == prev.step >= 0:
+            return live[1]
         state = JoinState()
         if prev.step >= 0 and self.store.fs.exists(self._counts_path(prev.step)):
             data = json.loads(self.store.fs.read_text(self._counts_path(prev.step)))
@@ -186,12 +196,22 @@ class JoinOperator:
             columns["_bucket"].append(BUCKET)
         if not n:
             return {}
-        written = self.store.write(step, self._frame(columns, self.state_schema()))
-        rows_n, size = written.get(BUCKET, (n, 0))
+        table = self._arrow(columns, self.state_schema())
+        local = self.store.fs.local_path(self.store.bucket_path(step, BUCKET))
+        if local is None:
+            written = self.store.write(step, self.spark.createDataFrame(table, self.state_schema()))
+            rows_n, size = written.get(BUCKET, (n, 0))
+        else:  # a local checkpoint: one Parquet file written by the driver, no Spark job
+            target = Path(local)
+            if target.parent.exists():
+                shutil.rmtree(target.parent)  # an earlier attempt of this step
+            target.mkdir(parents=True)
+            pq.write_table(table.drop_columns(["_bucket"]), target / "part-00000.parquet")
+            rows_n, size = n, (target / "part-00000.parquet").stat().st_size
         return {BUCKET: Bucket(version=step, fired=False, rows=rows_n, bytes=size)}
 
-    def _frame(self, columns: dict[str, list], schema: T.StructType) -> DataFrame:
-        """Driver-side columns as a DataFrame, through Arrow (the join's own times given as µs)."""
+    def _arrow(self, columns: dict[str, list], schema: T.StructType) -> pa.Table:
+        """Driver-side columns as an Arrow table of ``schema`` (the join's own times given as µs)."""
         arrow = to_arrow_schema(schema, timezone="UTC")
         arrays = []
         for f in arrow:
@@ -200,7 +220,7 @@ class JoinOperator:
                 arrays.append(pa.array(values, pa.int64()).cast(f.type))
             else:
                 arrays.append(pa.array(values, f.type))
-        return self.spark.createDataFrame(pa.Table.from_arrays(arrays, schema=arrow), schema)
+        return pa.Table.from_arrays(arrays, schema=arrow)
 
     # -- a step ----------------------------------------------------------------------
 
@@ -240,7 +260,7 @@ class JoinOperator:
                                 tuple(data[c][k] for c in self._side_columns(side))))
         return rows, w_sorted[at], valid.column("_rid").to_numpy(), dead
 
-    def _joined_frame(self, emitted: list[Joined]) -> DataFrame | None:
+    def _joined_table(self, emitted: list[Joined]) -> pa.Table | None:
         if not emitted:
             return None
         jc = self.join
@@ -256,7 +276,7 @@ class JoinOperator:
             columns["left_event_time"].append(e.left.event_us)
             columns["right_event_time"].append(None if e.right is None else e.right.event_us)
             columns["watermark"].append(output_us(e.watermark_us))
-        return self._frame(columns, schema)
+        return self._arrow(columns, schema)
 
     def _late_frame(
         self, parsed: DataFrame, late: list[TooLate], rows: list[JoinRow], rids: np.ndarray,
@@ -280,7 +300,11 @@ class JoinOperator:
     def _write(self, step: int, watermark_us: int, join: IntervalJoin, emitted: list[Joined],
                late_rows: DataFrame | None) -> dict[int, Bucket]:
         self._prepare()
-        self.sinks.write_or_clear("joined", step, self._joined_frame(emitted))
+        joined = self._joined_table(emitted)
+        if joined is None:
+            self.sinks.clear("joined", step)
+        else:  # driver-side rows: plain Parquet when the output path is local (io/outputs.write_rows)
+            self.sinks.write_rows("joined", step, joined, self.joined_schema())
         self.sinks.write_or_clear("late", step, late_rows)
         open_rows = {side: sum(len(v) for v in join.state.buffer(side).values()) for side in Side}
         metrics = {
@@ -311,6 +335,7 @@ class JoinOperator:
         accounting = Accounting(rows=len(rows) + plan.dead, on_time=len(rows) - n_late, too_late=n_late,
                                 dead_letter=plan.dead)
         accounting.check()
+        self._live = (step, join)
         return OperatorResult(accounting=accounting, buckets=buckets, windows_fired=len(batch.emitted))
 
     def drain(self, prev: Manifest, step: int, cache: list[DataFrame]) -> OperatorResult:
@@ -319,6 +344,7 @@ class JoinOperator:
         emitted = join.drain()
         self.sinks.clear("late", step)
         buckets = self._write(step, POS_INF, join, emitted, None)
+        self._live = (step, join)
         return OperatorResult(accounting=Accounting(), buckets=buckets, windows_fired=len(emitted))
 
     def summary(self, manifest: Manifest) -> dict:
