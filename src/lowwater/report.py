@@ -71,7 +71,15 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
     for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter"):
         share = f"  ({summary[k] / rows:.2%})" if rows and k != "rows" else ""
         t.add_row(k, f"{summary[k]:,}{share}")
-    t.add_row("windows fired", f"{summary['windows_fired']:,}")
+    joined = summary.get("join")  # a [join]: its rows emitted and each side's accounting (SEMANTICS.md §9)
+    if joined is not None:
+        t.add_row("joined rows emitted", f"{summary['windows_fired']:,}")
+        for side, c in joined.items():
+            pending = f", {c['pending']:,} pending" if c.get("pending") else ""
+            t.add_row(f"join {side}", f"{c['matched']:,} matched, {c['unmatched']:,} unmatched, "
+                                      f"{c['too_late']:,} too late, {c['dead_letter']:,} dead{pending}")
+    else:
+        t.add_row("windows fired", f"{summary['windows_fired']:,}")
     t.add_row("revisions", f"{summary['revisions']:,}")
     if summary.get("provisionals"):
         t.add_row("provisional (early)", f"{summary['provisionals']:,}")
@@ -91,7 +99,8 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
     t.add_row("final watermark", str(summary["final_watermark"] or "undefined"))
     t.add_row("accounting balanced", "yes" if summary["balanced"] else Text("NO", style="red"))
     print_table(console, t)
-    console.print(f"outputs: {output_path}/{{results,late,dead_letter,metrics}}, {output_path}/summary.json")
+    kinds = "joined,late,dead_letter,metrics,join_metrics" if joined is not None else "results,late,dead_letter,metrics"
+    console.print(f"outputs: {output_path}/{{{kinds}}}, {output_path}/summary.json")
 
 
 def _s(x: float | None, unit: str = "s", digits: int = 2) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lowwater.config.errors import ConfigError, check_keys, table
+from lowwater.config.join import JOIN_KEYS, JOIN_WINDOW, JoinConfig, check_join_columns, parse_join
 from lowwater.config.output import OUTPUT_KEYS, OutputConfig, parse_output
 from lowwater.config.overrides import apply_overrides
 from lowwater.config.runtime import (
@@ -35,6 +36,7 @@ SECTIONS: dict[str, frozenset[str] | None] = {
     "late": LATE_KEYS,
     "output": OUTPUT_KEYS,
     "spark": SPARK_KEYS,
+    "join": JOIN_KEYS,
 }
 
 
@@ -59,6 +61,8 @@ class PipelineConfig:
     trigger_interval_us: int | None = None
     # Written as [[source]] tables: outputs then carry a `source` column, keys are source.<name>.<key>.
     named_sources: bool = False
+    # [join]: an interval join of two sources (config/join.py); ``window`` is then JOIN_WINDOW.
+    join: JoinConfig | None = None
 
     @property
     def multi_source(self) -> bool:
@@ -89,8 +93,13 @@ class PipelineConfig:
         return self.columns_for(self.source)
 
     def columns_for(self, source: SourceConfig) -> list[str]:
-        """Input columns read from ``source``: its own, then the window's key and value columns."""
-        return list(dict.fromkeys(source.required_columns + list(self.window.key) + self.window.value_columns))
+        """Input columns read from ``source``: its own, then the window's key and value columns (or the join's)."""
+        joined = []
+        if self.join is not None and self.join.side_of(source.name) is not None:
+            joined = list(self.join.columns_of(self.join.side_of(source.name) or "left"))
+        return list(dict.fromkeys(
+            source.required_columns + list(self.window.key) + self.window.value_columns + joined
+        ))
 
 
 def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Sequence[str]]) -> None:
@@ -104,6 +113,8 @@ def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Sequence[str]]) -> 
         if src.name not in schemas:
             continue
         names = set(schemas[src.name])
+        if cfg.join is not None:
+            check_join_columns(cfg.join, src.name, names)
         for col in cfg.columns_for(src):
             if col in names:
                 continue
@@ -149,7 +160,7 @@ def _check_sections(data: dict[str, Any]) -> None:
         keys = SECTIONS[section]
         if keys is not None:
             check_keys(section, value, keys)
-    for section in ("source", "window", "output"):
+    for section in ("source", "output", *(() if "join" in data else ("window",))):
         if section not in data:
             msg = f"missing section [{section}]"
             raise ConfigError(msg)
@@ -160,10 +171,22 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
     base = Path(base_dir)
     _check_sections(data)
     sources, named = parse_sources(data, base)
-    window = parse_window(data["window"])
+    join = None
+    if "join" in data:
+        if not named or len(sources) < 2:
+            msg = "[join] joins two named sources: declare them as [[source]] tables with a name each"
+            raise ConfigError(msg)
+        join = parse_join(data["join"], sources, "window" in data)
+    window = JOIN_WINDOW if join is not None else parse_window(data["window"])
     early, interval = parse_trigger(data.get("trigger", {}))
+    if join is not None and early is not None:
+        msg = "trigger.early: early firings are for windows; a [join] emits each pair when its second row arrives"
+        raise ConfigError(msg)
     policy = parse_late(data.get("late", {}))
     output = parse_output(data["output"], base)
+    if join is not None and output.kind == "postgres":
+        msg = "output.kind: joined rows go to Parquet only for now; a [join] with PostgreSQL is not supported yet"
+        raise ConfigError(msg)
     spark = parse_spark(data.get("spark", {}))
     return PipelineConfig(
         sources=sources,
@@ -175,4 +198,5 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         early=early,
         trigger_interval_us=interval,
         named_sources=named,
+        join=join,
     )

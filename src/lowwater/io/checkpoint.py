@@ -82,6 +82,11 @@ def fingerprint(cfg: PipelineConfig, schema: str | dict[str, str]) -> dict[str, 
     so switching between them, or adding or removing a source, is refused.
     """
     keys = _single_source_keys(cfg, schema) if not cfg.named_sources else _named_source_keys(cfg, schema)
+    if cfg.join is not None:  # only a join pipeline has these keys: other fingerprints are unchanged
+        j = cfg.join
+        keys["join"] = (f"{j.left} x {j.right} on {', '.join(j.on)} within "
+                        f"[{j.bounds.lower_us}, {j.bounds.upper_us}] us, {j.type.value}, "
+                        f"columns {list(j.left_columns)} / {list(j.right_columns)}")
     win, early = cfg.window, cfg.early
     return {
         **keys,

@@ -386,4 +386,5 @@ class Engine:
 
     def summary(self, manifest: Manifest) -> dict:
         """The accounting totals of SEMANTICS.md §6 for everything this checkpoint processed."""
-        return summarise(manifest)
+        extra = getattr(self.operator, "summary", None)  # an operator's own accounting (the join's, per side)
+        return {**summarise(manifest), **(extra(manifest) if extra is not None else {})}

@@ -1,7 +1,11 @@
-"""Window operators: one module per window type, registered by ``window.type`` (see ``protocol.py``)."""
+"""Window operators: one module per window type, registered by ``window.type`` (see ``protocol.py``).
+
+A ``[join]`` pipeline carries ``window.type = "join"`` (config/join.py) and runs the join operator.
+"""
 
 from __future__ import annotations
 
+from lowwater.spark.operators.join import JoinOperator
 from lowwater.spark.operators.protocol import OperatorFactory, WindowOperator
 from lowwater.spark.operators.sessions import SessionOperator
 from lowwater.spark.operators.windowed import WindowedOperator
@@ -10,6 +14,7 @@ OPERATORS: dict[str, OperatorFactory] = {
     "tumbling": WindowedOperator,
     "hopping": WindowedOperator,
     "session": SessionOperator,
+    "join": JoinOperator,
 }
 
-__all__ = ["OPERATORS", "SessionOperator", "WindowOperator", "WindowedOperator"]
+__all__ = ["OPERATORS", "JoinOperator", "SessionOperator", "WindowOperator", "WindowedOperator"]

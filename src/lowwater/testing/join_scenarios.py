@@ -1,0 +1,224 @@
+"""Interval-join scenarios as data (``tests/scenarios/join/*.yaml``), run through the core and through Spark.
+
+A join scenario is a scenario file (``testing/scenario_files.py``) whose
+configuration has a ``join`` table instead of a ``window``; its ``expect``
+names what the join must emit::
+
+    expect:
+      joined: |             # key, both event times (s); "-" for the missing right side of left_outer
+        key left_event_time right_event_time
+        u1  10              25
+      too_late: |           # rows too late for the join
+        source event_time
+        orders 3
+      counts: {left: {matched: 2, unmatched: 1, too_late: 0}, right: {...}}
+
+:func:`run_core` replays the log in arrival order through the tracker (``W(r)``
+over both sources) and :class:`~lowwater.core.join.IntervalJoin`, cut into
+batches at the given positions of the arrival order, then drains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lowwater.config import PipelineConfig
+from lowwater.core.join import IntervalJoin, JoinRow, Side, run_batch
+from lowwater.core.judge import arrival_order, clip_per_source
+from lowwater.core.tracker import WatermarkTracker
+from lowwater.testing.scenario import table
+from lowwater.testing.scenario_files import Scenario, _log, load
+
+JOIN_COUNT_KEYS = ("rows", "matched", "unmatched", "too_late", "dead_letter")
+
+
+@dataclass
+class JoinObserved:
+    """What a join emitted, in a form the core and Spark paths share (times in seconds)."""
+
+    joined: list[tuple] = field(default_factory=list)  # (key, left_event_time, right_event_time | None)
+    too_late: list[tuple] = field(default_factory=list)  # (source, event_time)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # side -> counts
+    max_open_rows: int = 0  # the most rows buffered after any batch (core path)
+    output_watermarks: list[int] = field(default_factory=list)  # held output W after each batch, µs
+
+
+def load_join(path: str | Path) -> Scenario:
+    return load(path)
+
+
+def expected(s: Scenario) -> JoinObserved:
+    e = s.expect
+
+    def secs(v: object) -> float | None:
+        return None if v is None else float(v)  # type: ignore[arg-type]
+
+    joined = sorted(((str(r["key"]), secs(r["left_event_time"]), secs(r["right_event_time"]))
+                     for r in table(e["joined"])), key=_sort_key) if "joined" in e else []
+    late = []
+    if len(str(e.get("too_late", "")).strip().splitlines()) > 1:
+        late = sorted((str(r["source"]), float(r["event_time"])) for r in table(e["too_late"]))
+    return JoinObserved(joined, late, {k: dict(v) for k, v in (e.get("counts") or {}).items()})
+
+
+def _sort_key(t: tuple) -> tuple:
+    return tuple((x is None, x) for x in t)
+
+
+def compare(got: JoinObserved, want: JoinObserved, s: Scenario) -> list[str]:
+    problems = []
+    if "joined" in s.expect and got.joined != want.joined:
+        problems.append(f"joined differ:\n  got  {got.joined}\n  want {want.joined}")
+    if "too_late" in s.expect and got.too_late != want.too_late:
+        problems.append(f"too-late rows differ:\n  got  {got.too_late}\n  want {want.too_late}")
+    for side, counts in want.counts.items():
+        for k, v in counts.items():
+            if got.counts.get(side, {}).get(k) != v:
+                problems.append(f"{side}.{k}: got {got.counts.get(side, {}).get(k)}, want {v}")
+    return problems
+
+
+def run_core(s: Scenario, cuts: list[int] | None = None, drain: bool = True) -> JoinObserved:
+    """The log through the tracker and the join, cut at ``cuts`` (positions in the arrival order)."""
+    return run_join_log(s.pipeline(), s.input, cuts, drain)
+
+
+def run_join_log(cfg: PipelineConfig, inputs: dict[str, list[dict]], cuts: list[int] | None = None,
+                 drain: bool = True) -> JoinObserved:
+    assert cfg.join is not None
+    jc = cfg.join
+    s = Scenario("log", "", {}, inputs, [{}], {})
+    log = _log(s, cfg)
+    n = len(log.rows)
+    names = np.array(log.source, dtype=object)
+    offset = np.array(log.offset, dtype=np.int64)
+    order = arrival_order(n, np.array(log.arrival, dtype=np.int64),
+                          np.array([f"{a}\x00{b}" for a, b in zip(log.source, log.partition, strict=True)],
+                                   dtype=object), offset, [offset])
+    tracker = WatermarkTracker(cfg.strategies)
+    skew = {name: st.max_future_skew_us for name, st in tracker.strategies.items()}
+    parts = np.array(log.partition, dtype=object)[order]
+    arrival = np.array(log.arrival, dtype=np.int64)[order]
+    sources = names[order]
+    event, _ = clip_per_source(np.array(log.event, dtype=np.int64)[order], arrival, skew, sources)
+    join = IntervalJoin(jc.bounds, jc.type)
+    by_source = {src.name: src for src in cfg.sources}
+    for name, _reason in log.dead:
+        side = jc.side_of(name)
+        if side is not None:
+            join.count_dead_letters(Side(side), 1)
+    rows = []
+    for k, i in enumerate(order.tolist()):
+        side = Side(jc.side_of(log.source[i]) or "left")
+        r = log.rows[i]
+        rows.append(JoinRow(side, tuple(r[c] for c in jc.on), int(event[k]), k,
+                            tuple(r.get(c) for c in (jc.left_columns if side == Side.LEFT else jc.right_columns))))
+    out = JoinObserved()
+    emitted, late = [], []
+    bounds = [0, *sorted(c for c in set(cuts or []) if 0 < c < n), n]
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        w = tracker.advance(parts[lo:hi], event[lo:hi], arrival[lo:hi], sources=sources[lo:hi])
+        got = run_batch(join, rows[lo:hi], w, tracker.watermark_us)
+        emitted += got.emitted
+        late += got.too_late
+        out.max_open_rows = max(out.max_open_rows, join.state.open_rows)
+        out.output_watermarks.append(join.output_watermark(tracker.watermark_us))
+    if drain:
+        emitted += join.drain()
+    join.check()
+    src_of = {Side.LEFT: jc.left, Side.RIGHT: jc.right}
+
+    def secs(us: int) -> float:
+        return us / 1e6
+
+    out.joined = sorted(
+        ("|".join(str(x) for x in p.left.key), secs(p.left.event_us),
+         None if p.right is None else secs(p.right.event_us))
+        for p in emitted
+    )
+    out.joined.sort(key=_sort_key)
+    out.too_late = sorted(
+        (src_of[t.row.side], float(log.rows[order[t.row.seq]][by_source[src_of[t.row.side]].event_time]))
+        for t in late
+    )
+    out.counts = {side.value: c.as_dict() for side, c in join.counts().items()}
+    return out
+
+
+# -- the Spark path ----------------------------------------------------------------
+
+def run_spark(spark, s: Scenario, cuts: dict[str, list[int]], workdir: Path | None = None,  # noqa: ANN001
+              restart_after: int | None = None) -> tuple[JoinObserved, dict]:
+    """The scenario through the engine, each source cut into files as ``cuts`` says, then drained.
+
+    ``restart_after``: after that micro-batch a new engine takes over from the
+    checkpoint and replays the batch (as after a crash before its commit).
+    Returns what the outputs hold and ``summary.json``'s content.
+    """
+    import tempfile
+    from functools import reduce
+
+    from lowwater.io.files import read_batch
+    from lowwater.spark.engine import Engine
+    from lowwater.testing.scenario_spark import _chunks
+
+    work = Path(workdir or tempfile.mkdtemp(prefix="lowwater-join-"))
+    cfg = s.pipeline(base_dir=work)
+    files: dict[str, list[Path]] = {}
+    for src in cfg.sources:
+        landing = Path(src.path)
+        landing.mkdir(parents=True, exist_ok=True)
+        files[src.name] = []
+        for i, chunk in enumerate(_chunks(s.input[src.name], cuts.get(src.name, []))):
+            f = landing / f"part-{i:05d}.jsonl"
+            f.write_text("".join(_json_line(r) for r in chunk))
+            files[src.name].append(f)
+    batches = max(len(v) for v in files.values())
+    engine = Engine(cfg, spark)
+    try:
+        i = 0
+        while i < batches:
+            frames = [engine.normalised(src.name, read_batch(spark, src, engine.schemas[src.name],
+                                                             path=str(files[src.name][i])))
+                      for src in cfg.sources if i < len(files[src.name])]
+            engine.process_batch(reduce(lambda a, b: a.unionByName(b), frames), i)
+            if i == restart_after:
+                engine.close()
+                engine = Engine(cfg, spark)  # a new process would see only the checkpoint
+                restart_after = None
+                continue  # replay batch i
+            i += 1
+        summary = engine.summary(engine.drain())
+    finally:
+        engine.close()
+    return _observed(spark, cfg, Path(cfg.output.path), summary), summary
+
+
+def _json_line(r: dict) -> str:
+    import json
+
+    return json.dumps(r) + "\n"
+
+
+def _observed(spark, cfg: PipelineConfig, out: Path, summary: dict) -> JoinObserved:  # noqa: ANN001
+    import pandas as pd
+
+    assert cfg.join is not None
+    jc = cfg.join
+
+    def read(kind: str) -> list[dict]:
+        p = out / kind
+        return spark.read.parquet(str(p)).toPandas().to_dict("records") if p.exists() else []
+
+    def secs(ts) -> float | None:  # noqa: ANN001
+        return None if ts is None or pd.isna(ts) else pd.Timestamp(ts).value / 1e9
+
+    joined = sorted((("|".join(str(r[c]) for c in jc.on), secs(r["left_event_time"]), secs(r["right_event_time"]))
+                     for r in read("joined")), key=_sort_key)
+    by_name = {src.name: src for src in cfg.sources}
+    late = sorted((str(r["source"]), float(r[by_name[r["source"]].event_time])) for r in read("late"))
+    counts = {side: {k: v for k, v in c.items() if k != "balanced"} for side, c in summary.get("join", {}).items()}
+    return JoinObserved(joined, late, counts)
