@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lowwater.config.errors import ConfigError, check_keys, table
+from lowwater.config.observe import ALERT_KEYS, OBSERVE_KEYS, AlertsConfig, ObserveConfig, parse_alerts, parse_observe
 from lowwater.config.output import OUTPUT_KEYS, OutputConfig, parse_output
 from lowwater.config.overrides import apply_overrides
 from lowwater.config.runtime import (
@@ -35,6 +36,8 @@ SECTIONS: dict[str, frozenset[str] | None] = {
     "late": LATE_KEYS,
     "output": OUTPUT_KEYS,
     "spark": SPARK_KEYS,
+    "observe": OBSERVE_KEYS,
+    "alerts": ALERT_KEYS,
 }
 
 
@@ -59,6 +62,8 @@ class PipelineConfig:
     trigger_interval_us: int | None = None
     # Written as [[source]] tables: outputs then carry a `source` column, keys are source.<name>.<key>.
     named_sources: bool = False
+    observe: ObserveConfig = ObserveConfig()  # [observe]: exporters of the metrics model (off by default)
+    alerts: AlertsConfig | None = None  # [alerts]: rules evaluated per step (off without the section)
 
     @property
     def multi_source(self) -> bool:
@@ -164,6 +169,8 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
     policy = parse_late(data.get("late", {}))
     output = parse_output(data["output"], base)
     spark = parse_spark(data.get("spark", {}))
+    observe = parse_observe(data.get("observe", {}))
+    alerts = parse_alerts(data.get("alerts"))
     return PipelineConfig(
         sources=sources,
         window=window,
@@ -174,4 +181,6 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         early=early,
         trigger_interval_us=interval,
         named_sources=named,
+        observe=observe,
+        alerts=alerts,
     )

@@ -51,6 +51,7 @@ from lowwater.io.outputs import ParquetOutputs
 from lowwater.io.sink import Sink, Sinks
 from lowwater.io.source import Admitted, StreamSource, open_source
 from lowwater.io.sources import UnionSource, source_state_dir, to_layout, union_layout, union_payload
+from lowwater.observe.hub import Observers
 from lowwater.spark.columns import select
 from lowwater.spark.fs import HadoopFS
 from lowwater.spark.held import CARRIED, HeldRows
@@ -188,6 +189,7 @@ class Engine:
         )
         self.store = self.operator.store
         self.reports: list[StepReport] = []
+        self.observers = Observers(cfg)  # [observe] exporters, started by run(); hooks: see observe/hub.py
         self._error: BaseException | None = None
         self._outputs_ready = False
         self._stop: str | None = None  # request_stop: "after_step" | "now"
@@ -217,8 +219,10 @@ class Engine:
         if self._lock is None:
             self._lock = hold(self.cfg, self.fs)
         try:
+            self.observers.start(self.spark, self.lw_dir, self.outputs)
             return self._run(once, drain, trigger_interval)
         finally:
+            self.observers.close()
             self.close()
 
     def _run(self, once: bool, drain: bool, trigger_interval: str | None) -> Manifest:
@@ -420,12 +424,14 @@ class Engine:
             self.held.collect_garbage(self.store.live_versions())
         _fault("after_commit", report.step)
         self.reports.append(report)
+        self.observers.on_step(report.step, metrics, manifest.totals)
         acc = report.accounting
         log.info(
             "step %d (batch %d): %d rows, %d on time, %d late updates, %d too late, %d dead; "
-            "W=%s, %d fired, %d revisions, %d open windows, %.2fs",
+            "W=%s (held back by %s; idle: %s), %d fired, %d revisions, %d open windows, %.2fs",
             report.step, report.spark_batch, acc.rows, acc.on_time, acc.late_updates, acc.too_late,
-            acc.dead_letter, format_ts(report.watermark_us), report.windows_fired, report.revisions,
+            acc.dead_letter, format_ts(report.watermark_us), metrics["holding_partition"] or "-",
+            ", ".join(metrics["idle_partitions"]) or "none", report.windows_fired, report.revisions,
             report.open_windows, report.duration_s,
         )
 
