@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (Python 3.11) and install lowwater with its pinned dependencies.
 # Idempotent: a second run only checks. Needs Java 17 for Spark (installed with
-# apt-get when missing and we are root).
+# apt-get when missing and we are root), and Chromium for the browser tests (the same way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +25,16 @@ if ! command -v java >/dev/null 2>&1; then
   else
     echo "error: Spark needs Java 17 on PATH (e.g. apt-get install openjdk-17-jre-headless)" >&2
     exit 2
+  fi
+fi
+
+# Headless Chromium for the dashboard's browser tests (Debian's package; tests fail, never skip, without it).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Chromium not found: installing chromium (the dashboard's browser tests)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "warning: the dashboard's browser tests need Chromium (apt-get install chromium)" >&2
   fi
 fi
 
