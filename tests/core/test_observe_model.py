@@ -111,3 +111,10 @@ def test_progress_figures_are_flat_scalars():
     assert p["low_watermark_s"] == 90.0 and p["too_late"] == 2.0 and p["holding_partition"] == "b"
     assert p["idle_partitions"] == "c" and p["late_rate"] == 2 / 190
     assert all(v is None or isinstance(v, float | str) for v in p.values())
+
+
+def test_docs_list_every_figure():
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[2] / "docs" / "observability.md").read_text()
+    assert [f.name for f in FIGURES if f"`{f.name}`" not in docs] == []
