@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv (Python 3.11) and install lowwater with its pinned dependencies.
 # Idempotent: a second run only checks. Needs Java 17 for Spark (installed with
-# apt-get when missing and we are root), and Chromium for the browser tests (the same way).
+# apt-get when missing and we are root), Chromium for the browser tests and
+# promtool for the metric names (the same way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +36,16 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   else
     echo "warning: the dashboard's browser tests need Chromium (apt-get install chromium)" >&2
+  fi
+fi
+
+# promtool (Debian ships it in the prometheus package) checks the exported metric names in the tests.
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "promtool not found: installing prometheus (its promtool checks the metric names)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "warning: the metric-name test needs promtool (apt-get install prometheus)" >&2
   fi
 fi
 

@@ -28,3 +28,19 @@ def test_prometheus_endpoint_serves_the_model_over_http():
     assert got[("lowwater_alert_firing", (p, ("rule", "partition_idle")))] == 1.0
     # its own registry: nothing of the process-wide default (python_info, process_*) leaks in
     assert not any(name.startswith(("python_", "process_")) for name, _ in got)
+
+
+def test_names_pass_promtool_check_metrics():
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool not found: run scripts/bootstrap.sh as root (apt-get install prometheus)"
+    exporter = PrometheusExporter(0, pipeline="p", source="s")
+    try:
+        exporter.on_step(3, ROW, TOTALS, {"late_rate": True})
+        body = urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=5).read()
+    finally:
+        exporter.close()
+    done = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
