@@ -91,3 +91,12 @@ def test_cli_writes_the_report_and_refuses_a_path_without_metrics(run_dir, tmp_p
     assert done.exit_code == 0 and (run_dir / "report.html").exists()
     bad = CliRunner().invoke(app, ["dashboard", str(tmp_path / "nothing")])
     assert bad.exit_code == 2 and "no metrics/ directory" in bad.output
+
+
+def test_a_drained_step_is_not_plotted_at_the_largest_timestamp(run_dir):
+    drained = _row(3) | {"low_watermark": datetime(2262, 4, 11, tzinfo=UTC), "watermark_lag_s": -9e9}
+    d = run_dir / "metrics" / "batch_id=3"
+    d.mkdir()
+    pq.write_table(metrics_table(drained), d / "part-00000.parquet")
+    last = RunReader(run_dir).metrics()[-1]
+    assert last["drained"] and last["low_watermark"] is None and last["watermark_lag_s"] is None

@@ -35,6 +35,7 @@ from lowwater.observe.model import input_rate, late_rate
 log = logging.getLogger("lowwater")
 
 RESULTS_SHOWN = 20  # rows of the latest results shown
+DRAINED_YEAR = 2262  # W = +inf (a drain) is the largest timestamp in metrics/: not plotted, said in the status
 
 
 @cache
@@ -99,8 +100,11 @@ class RunReader:
                 rows = _read(d)
                 if rows:
                     row = rows[0]
+                    w = row.get("low_watermark")
+                    drained = w is not None and w.year >= DRAINED_YEAR
                     self._metrics[step] = {k: _plain(v) for k, v in row.items()} | {
-                        "step": step, "late_rate": late_rate(row), "input_rows_per_s": input_rate(row)}
+                        "step": step, "late_rate": late_rate(row), "input_rows_per_s": input_rate(row),
+                        "drained": drained} | ({"low_watermark": None, "watermark_lag_s": None} if drained else {})
             return [self._metrics[s] for s in sorted(self._metrics)]
 
     def alerts(self) -> list[dict]:
