@@ -199,7 +199,6 @@ def samples(row: Mapping[str, Any], totals: Mapping[str, int], source: str = "",
         if v is not None:
             out.append(Sample(name, tuple(labels.items()), v))
 
-    add("lowwater_low_watermark_seconds", row.get("low_watermark"))
     names = [n for n, _ in _pairs(row.get("partition_watermarks"))]
     idle = set(row.get("idle_partitions") or ())
     for n, w in _pairs(row.get("partition_watermarks")):
@@ -218,7 +217,7 @@ def samples(row: Mapping[str, Any], totals: Mapping[str, int], source: str = "",
     add("lowwater_late_rate_ratio", late_rate(row))
     add("lowwater_input_rows_per_second", input_rate(row))
     for f in FIGURES:
-        if f.kind == "gauge" and not f.labels and f.column is not None and f.name != "lowwater_low_watermark_seconds":
+        if f.kind == "gauge" and not f.labels and f.column is not None:  # one value a step, read as is
             add(f.name, row.get(f.column))
         elif f.kind == "counter" and f.column is not None:
             add(f.name, totals.get(f.column, 0))
