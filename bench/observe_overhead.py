@@ -8,6 +8,7 @@ Prints one JSON line per run and a summary: the median throughput of each and
 their ratio (the issue's bar: within 5 %), and the median step time.
 
     python -m bench.observe_overhead --events 2000000 --rounds 3
+    python -m bench.observe_overhead --no-spark-progress   # Prometheus and alerts only
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from bench.engine_vs_native import make_log
 from bench.suite import PARTITIONS, RATE, TUMBLING, land, lowwater_config
 
 
-def one_run(spark, data: Path, out: Path, watched: bool, files_per_batch: int) -> dict:  # noqa: ANN001
+def one_run(spark, data: Path, out: Path, watched: bool, files_per_batch: int,  # noqa: ANN001
+            spark_progress: bool = True) -> dict:
     from lowwater.config import parse_config
     from lowwater.spark.engine import Engine
 
     raw = lowwater_config(data, out, TUMBLING, 5, 0, files_per_batch)
     if watched:
-        raw["observe"] = {"prometheus_port": 0, "spark_progress": True, "pipeline": out.name}
+        raw["observe"] = {"prometheus_port": 0, "spark_progress": spark_progress, "pipeline": out.name}
         raw["alerts"] = {}
     engine = Engine(parse_config(raw), spark)
     stop = threading.Event()
@@ -43,9 +45,12 @@ def one_run(spark, data: Path, out: Path, watched: bool, files_per_batch: int) -
         while not stop.wait(1.0):
             exporter = engine.observers.prometheus
             if exporter is not None:
-                with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=5) as r:
-                    r.read()
-                scrapes[0] += 1
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=5) as r:
+                        r.read()
+                    scrapes[0] += 1
+                except OSError:  # the endpoint closes when the run ends
+                    pass
 
     scraper = threading.Thread(target=scrape, daemon=True)
     scraper.start()
@@ -68,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files-per-batch", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--no-spark-progress", action="store_true",
+                    help="watched runs without [observe] spark_progress (Prometheus and alerts only)")
     args = ap.parse_args(argv)
     from lowwater.config import SparkConfig
     from lowwater.spark.session import get_spark
@@ -82,13 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[bool, list[dict]] = {False: [], True: []}
         for i in range(args.rounds):
             for watched in (False, True) if i % 2 == 0 else (True, False):
-                r = one_run(spark, data, work / f"out-{i}-{int(watched)}", watched, args.files_per_batch)
+                r = one_run(spark, data, work / f"out-{i}-{int(watched)}", watched, args.files_per_batch,
+                            not args.no_spark_progress)
                 runs[watched].append(r)
                 print(json.dumps(r), flush=True)
         off = float(np.median([r["rows_per_s"] for r in runs[False]]))
         on = float(np.median([r["rows_per_s"] for r in runs[True]]))
         print(json.dumps({
             "summary": "observe overhead", "events": args.events, "rounds": args.rounds,
+            "spark_progress": not args.no_spark_progress,
             "rows_per_s_off": round(off), "rows_per_s_on": round(on), "ratio_on_off": round(on / off, 3),
             "step_s_median_off": round(float(np.median([r["step_s_median"] for r in runs[False]])), 3),
             "step_s_median_on": round(float(np.median([r["step_s_median"] for r in runs[True]])), 3),
