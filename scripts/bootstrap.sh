@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv (Python 3.11) and install lowwater with its pinned dependencies.
 # Idempotent: a second run only checks. Needs Java 17 for Spark (installed with
-# apt-get when missing and we are root).
+# apt-get when missing and we are root), Chromium for the browser tests and
+# promtool for the metric names (the same way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +26,26 @@ if ! command -v java >/dev/null 2>&1; then
   else
     echo "error: Spark needs Java 17 on PATH (e.g. apt-get install openjdk-17-jre-headless)" >&2
     exit 2
+  fi
+fi
+
+# Headless Chromium for the dashboard's browser tests (Debian's package; tests fail, never skip, without it).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "Chromium not found: installing chromium (the dashboard's browser tests)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "warning: the dashboard's browser tests need Chromium (apt-get install chromium)" >&2
+  fi
+fi
+
+# promtool (Debian ships it in the prometheus package) checks the exported metric names in the tests.
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "promtool not found: installing prometheus (its promtool checks the metric names)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "warning: the metric-name test needs promtool (apt-get install prometheus)" >&2
   fi
 fi
 

@@ -184,6 +184,10 @@ def run(
             "(all too late, reason: input declared finished). Without it such a run refuses.",
         ),
     ] = False,
+    dashboard: Annotated[
+        bool, typer.Option("--dashboard", help="Serve the live dashboard of this run (docs/observability.md).")
+    ] = False,
+    dashboard_port: Annotated[int, typer.Option("--dashboard-port", help="Port of --dashboard (0: any).")] = 8050,
 ) -> None:
     """Run a pipeline as a Spark Structured Streaming query.
 
@@ -194,14 +198,16 @@ def run(
     _setup_logging(not quiet)
     signals = _Signals()
     try:
-        _run(config, once or drain, drain, set_ or [], quiet, after_drain, signals)
+        _run(config, once or drain, drain, set_ or [], quiet, after_drain, signals,
+             dashboard_port if dashboard else None)
     except _Interrupted as e:
         _say(f"stopped by {signal.Signals(e.signum).name} before the query started; nothing was committed")
         raise typer.Exit(128 + e.signum) from None
 
 
 def _run(
-    config: Path, once: bool, drain: bool, overrides: list[str], quiet: bool, after_drain: bool, signals: _Signals
+    config: Path, once: bool, drain: bool, overrides: list[str], quiet: bool, after_drain: bool, signals: _Signals,
+    dashboard_port: int | None = None,
 ) -> None:
     from lowwater.config import check_source_path
     from lowwater.io.lock import hold
@@ -239,7 +245,15 @@ def _run(
         _say(start_line(cfg, before, files, once, drain))
         if files == 0 and not once:
             _say(f"waiting for files in {_paths(cfg)}")
-        manifest = engine.run(once=once, drain=drain)
+        board = _serve_dashboard(cfg.output.path, dashboard_port) if dashboard_port is not None else None
+        if err.is_terminal and not quiet:  # a live status line (observe/terminal.py); else the log lines
+            from lowwater.observe.terminal import TerminalProgress
+
+            with TerminalProgress(err) as progress:
+                engine.observers.hooks.append(progress)
+                manifest = engine.run(once=once, drain=drain)
+        else:
+            manifest = engine.run(once=once, drain=drain)
     except ConfigError as e:
         raise _fail(str(e)) from None
     except RuntimeError as e:
@@ -257,6 +271,8 @@ def _run(
         _say(f"stopped by {signal.Signals(signals.signum).name}: the checkpoint holds step {manifest.step} "
              "(a step in flight was not committed); run the same command to resume")
         raise typer.Exit(128 + signals.signum)
+    if board is not None:  # a run stopped by a signal does not wait for another one
+        _keep_serving(board, cfg.output.path, wait=signals.signum is None)
     if once and manifest.step == before.step:
         _say(f"nothing new in {_paths(cfg)} since step {before.step}: outputs unchanged")
     summary = engine.summary(manifest)
@@ -268,6 +284,60 @@ def _run(
         out.print(json.dumps(summary))
 
 
+def _serve_dashboard(output_path: str, port: int, host: str = "127.0.0.1"):  # noqa: ANN202 - a Dashboard
+    from lowwater.observe.dashboard import Dashboard
+
+    try:
+        board = Dashboard(output_path, port=port, host=host)
+    except OSError as e:
+        raise _fail(f"--port {port}: cannot serve the dashboard on {host}:{port}: {e}") from None
+    _say(f"dashboard: {board.url}")
+    return board
+
+
+def _keep_serving(board, output_path: str, wait: bool = True) -> None:  # noqa: ANN001 - a Dashboard
+    """After a run: write the static report; on a terminal, keep the dashboard up until Ctrl-C."""
+    from lowwater.observe.dashboard import write_report
+
+    _say(f"report: {write_report(output_path)}")
+    if wait and sys.stdin.isatty():
+        _say(f"dashboard of the finished run: {board.url} (Ctrl-C to stop)")
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    board.close()
+
+
+@app.command()
+def dashboard(
+    output_path: Annotated[Path, typer.Argument(help="A run's output path (its metrics/, alerts/, results/).")],
+    port: Annotated[int, typer.Option("--port", help="Port to serve on (0: any free port).")] = 8050,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    report: Annotated[
+        bool, typer.Option("--report", help="Write OUTPUT_PATH/report.html (self-contained) and exit.")
+    ] = False,
+) -> None:
+    """Serve the dashboard of a run (running or finished) until Ctrl-C; every asset is served locally."""
+    if not (output_path / "metrics").is_dir():
+        raise _fail(f"{output_path}: no metrics/ directory (expected a lowwater run's output.path)")
+    if report:
+        from lowwater.observe.dashboard import write_report
+
+        out.print(str(write_report(output_path)))
+        return
+    board = _serve_dashboard(str(output_path), port, host)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        board.close()
+
+
 @app.command()
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="Where to write the demo landing zone and outputs.")] = Path(
@@ -277,15 +347,32 @@ def demo(
     rate: Annotated[float, typer.Option(help="Events per second of event time.")] = 200.0,
     master: Annotated[str, typer.Option(help="Spark master.")] = "local[*]",
     quiet: Annotated[bool, _QUIET] = False,
+    no_dashboard: Annotated[
+        bool, typer.Option("--no-dashboard", help="Do not serve the dashboard at the end (the report is written).")
+    ] = False,
+    dashboard_port: Annotated[int, typer.Option("--dashboard-port", help="Port of the dashboard (0: any).")] = 8050,
 ) -> None:
-    """Generate a realistic payments stream and run it through lowwater on local Spark."""
+    """Generate a realistic payments stream and run it through lowwater on local Spark.
+
+    At the end it writes a static report (OUTPUT/report.html) and, when stdin
+    is a terminal, serves the dashboard until Ctrl-C (not with --no-dashboard).
+    """
     _setup_logging(not quiet)
     from lowwater.demo.runner import run_demo
 
     try:
-        run_demo(directory, duration_s=duration, rate_per_s=rate, master=master, console=out)
+        summary = run_demo(directory, duration_s=duration, rate_per_s=rate, master=master, console=out)
     except ConfigError as e:
         raise _fail(str(e)) from None
+    output_path = summary["output_path"]
+    if not no_dashboard and sys.stdin.isatty():
+        _keep_serving(_serve_dashboard(output_path, dashboard_port), output_path)
+        return
+    from lowwater.observe.dashboard import write_report
+
+    _say(f"report: {write_report(output_path)}")
+    if not no_dashboard:  # not on a terminal (CI, a pipe): nothing to wait for Ctrl-C, so the demo ends here
+        _say(f"dashboard: run `lowwater dashboard {output_path}` to look at it live")
 
 
 _INPUT_HELP = "The log: a file, a directory or a glob (quoted) of csv/jsonl/parquet files."

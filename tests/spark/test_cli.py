@@ -149,11 +149,12 @@ def _edit(text: str, old: str, new: str) -> str:
 
 
 # Failures found before Spark starts (fast: no JVM): one line on stderr, exit 2, the user's
-# text printed as written (rich markup would swallow "[observe]" and "[source]").
+# text printed as written (rich markup would swallow "[observer]" and "[source]").
 BEFORE_SPARK = [
     # (name, edit of the TOML text, extra CLI args, expected text of the one stderr line)
-    ("unknown section", lambda t: t + "\n[observe]\nx = 1\n", [],
-     "error: unknown section [observe] (expected one of late, output, source, spark, trigger, watermark, window)"),
+    ("unknown section", lambda t: t + "\n[observer]\nx = 1\n", [],
+     "error: unknown section [observer] (expected one of alerts, late, observe, output, source, spark, trigger, "
+     "watermark, window)"),
     ("section not a table", lambda t: "source = 1\n" + t.replace("[source]", "[other]"), [],
      "error: [source] must be a table"),
     ("bracketed value", lambda t: _edit(t, 'type = "tumbling"', 'type = "[t]"'), [],

@@ -10,6 +10,7 @@ from typing import Any
 
 from lowwater.config.errors import ConfigError, check_keys, table
 from lowwater.config.join import JOIN_KEYS, JOIN_WINDOW, JoinConfig, check_join_columns, parse_join
+from lowwater.config.observe import ALERT_KEYS, OBSERVE_KEYS, AlertsConfig, ObserveConfig, parse_alerts, parse_observe
 from lowwater.config.output import OUTPUT_KEYS, OutputConfig, parse_output
 from lowwater.config.overrides import apply_overrides
 from lowwater.config.runtime import (
@@ -37,6 +38,8 @@ SECTIONS: dict[str, frozenset[str] | None] = {
     "output": OUTPUT_KEYS,
     "spark": SPARK_KEYS,
     "join": JOIN_KEYS,
+    "observe": OBSERVE_KEYS,
+    "alerts": ALERT_KEYS,
 }
 
 
@@ -63,6 +66,8 @@ class PipelineConfig:
     named_sources: bool = False
     # [join]: an interval join of two sources (config/join.py); ``window`` is then JOIN_WINDOW.
     join: JoinConfig | None = None
+    observe: ObserveConfig = ObserveConfig()  # [observe]: exporters of the metrics model (off by default)
+    alerts: AlertsConfig | None = None  # [alerts]: rules evaluated per step (off without the section)
 
     @property
     def multi_source(self) -> bool:
@@ -188,6 +193,8 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         msg = "output.kind: joined rows go to Parquet only for now; a [join] with PostgreSQL is not supported yet"
         raise ConfigError(msg)
     spark = parse_spark(data.get("spark", {}))
+    observe = parse_observe(data.get("observe", {}))
+    alerts = parse_alerts(data.get("alerts"))
     return PipelineConfig(
         sources=sources,
         window=window,
@@ -199,4 +206,6 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         trigger_interval_us=interval,
         named_sources=named,
         join=join,
+        observe=observe,
+        alerts=alerts,
     )

@@ -104,4 +104,4 @@ def run_demo(
         f"{cfg.window.allowed_lateness_us / 1e6:g}s for both; {valid:,} valid rows. "
         f"Outputs under {cfg.output.path}/ (results, late, dead_letter, metrics, summary.json)."
     )
-    return {**summary, "max_based_dropped": spark_like.dropped}
+    return {**summary, "max_based_dropped": spark_like.dropped, "output_path": cfg.output.path}

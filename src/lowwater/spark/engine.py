@@ -53,6 +53,7 @@ from lowwater.io.outputs import ParquetOutputs
 from lowwater.io.sink import Sink, Sinks
 from lowwater.io.source import Admitted
 from lowwater.io.sources import source_state_dir, to_layout, union_layout, union_payload
+from lowwater.observe.hub import Observers
 from lowwater.spark.columns import select
 from lowwater.spark.fs import HadoopFS
 from lowwater.spark.held import CARRIED, HeldRows
@@ -173,6 +174,7 @@ class Engine:
         )
         self.store = self.operator.store
         self.reports: list[StepReport] = []
+        self.observers = Observers(cfg)  # [observe] exporters, started by run(); hooks: see observe/hub.py
         self._outputs_ready = False
         self.control = QueryControl(self)
         started = self.fs.exists(f"{cfg.output.checkpoint.rstrip('/')}/spark/offsets") or self.store.latest().step >= 0
@@ -198,8 +200,10 @@ class Engine:
         if self._lock is None:
             self._lock = hold(self.cfg, self.fs)
         try:
+            self.observers.start(self.spark, self.lw_dir, self.outputs)
             return self._run(once, drain, trigger_interval)
         finally:
+            self.observers.close()
             self.close()
 
     def _run(self, once: bool, drain: bool, trigger_interval: str | None) -> Manifest:
@@ -343,12 +347,14 @@ class Engine:
             self.held.collect_garbage(self.store.live_versions())
         _fault("after_commit", report.step)
         self.reports.append(report)
+        self.observers.on_step(report.step, metrics, manifest.totals)
         acc = report.accounting
         log.info(
             "step %d (batch %d): %d rows, %d on time, %d late updates, %d too late, %d dead; "
-            "W=%s, %d fired, %d revisions, %d open windows, %.2fs",
+            "W=%s (held back by %s; idle: %s), %d fired, %d revisions, %d open windows, %.2fs",
             report.step, report.spark_batch, acc.rows, acc.on_time, acc.late_updates, acc.too_late,
-            acc.dead_letter, format_ts(report.watermark_us), report.windows_fired, report.revisions,
+            acc.dead_letter, format_ts(report.watermark_us), metrics["holding_partition"] or "-",
+            ", ".join(metrics["idle_partitions"]) or "none", report.windows_fired, report.revisions,
             report.open_windows, report.duration_s,
         )
 

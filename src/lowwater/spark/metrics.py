@@ -117,3 +117,10 @@ def metrics_row(report: StepReport, tracker: WatermarkTracker) -> dict:
 def metrics_table(row: dict) -> pa.Table:
     """The metrics row as the one-row Arrow table the sinks write."""
     return pa.Table.from_pylist([row], METRICS_ARROW)
+
+
+def spark_schema_of(schema: pa.Schema) -> T.StructType:
+    """The Spark schema of a driver-written Arrow table (``alerts/``: written through Spark when remote)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)

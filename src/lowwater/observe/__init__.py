@@ -1,0 +1,1 @@
+"""Watching a pipeline: the metrics model and its exporters (docs/observability.md)."""

@@ -1,0 +1,117 @@
+"""The engine's one hook into observation: every committed step goes to each exporter, none can fail a step.
+
+The engine calls :meth:`Observers.on_step` after a step's manifest is
+committed, with the step's ``metrics/`` row and the running totals. An
+exporter that raises is logged (once per kind of error) and the run goes on:
+watching the pipeline must never stop it. Exporters are started by
+:meth:`Observers.start` when a run starts and stopped when it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from lowwater.config import ConfigError, PipelineConfig
+
+log = logging.getLogger("lowwater")
+
+# A hook gets (step, metrics row, running totals, alert rule -> firing) of each committed step.
+StepHook = Callable[[int, Mapping[str, Any], Mapping[str, int], Mapping[str, bool]], None]
+
+
+class Exporter(Protocol):
+    """What an exporter offers the hub."""
+
+    def on_step(self, step: int, row: Mapping[str, Any], totals: Mapping[str, int],
+                alerts: Mapping[str, bool]) -> None: ...
+    def close(self) -> None: ...
+
+
+def pipeline_name(cfg: PipelineConfig) -> str:
+    """The ``pipeline`` label: ``[observe] pipeline``, else the output path."""
+    return cfg.observe.pipeline or cfg.output.path
+
+
+class Observers:
+    """The exporters configured in ``[observe]``, plus ``hooks`` (callables a caller or a test adds)."""
+
+    def __init__(self, cfg: PipelineConfig) -> None:
+        self.cfg = cfg
+        self.exporters: list[Exporter] = []
+        self.hooks: list[StepHook] = []
+        self.prometheus = None
+        self.alerting = None
+        self._warned: set[str] = set()
+
+    def start(self, spark: Any = None, lw_dir: str | None = None, outputs: Any = None) -> None:
+        """Start the configured exporters (idempotent).
+
+        Spark's progress needs the session and the state directory; the alerts
+        are written as ``alerts/`` through ``outputs`` (the engine's Parquet outputs).
+        """
+        if self.exporters or self.alerting is not None:
+            return
+        obs = self.cfg.observe
+        if self.cfg.alerts is not None:
+            from lowwater.observe.alerting import ALERTS_ARROW, Alerting
+
+            write = None
+            if outputs is not None:
+                from lowwater.spark.metrics import spark_schema_of
+
+                spark_schema = spark_schema_of(ALERTS_ARROW)
+
+                def write(step: int, table: Any) -> None:
+                    outputs.write_rows("alerts", step, table, spark_schema)
+
+            self.alerting = Alerting(self.cfg.alerts, pipeline_name(self.cfg), write)
+        if obs.spark_progress and spark is not None and lw_dir is not None:
+            from lowwater.spark.progress import SparkProgress
+
+            self.exporters.append(SparkProgress(spark, lw_dir, pipeline_name(self.cfg)))
+        if obs.prometheus_port is not None:
+            from lowwater.observe.prometheus import PrometheusExporter
+
+            several = len(self.cfg.sources) > 1
+            try:
+                self.prometheus = PrometheusExporter(obs.prometheus_port, pipeline_name(self.cfg),
+                                                     obs.prometheus_host, source=self.cfg.sources[0].name,
+                                                     several=several)
+            except OSError as e:
+                msg = f"observe.prometheus_port: cannot serve on {obs.prometheus_host}:{obs.prometheus_port}: {e}"
+                raise ConfigError(msg) from None
+            self.exporters.append(self.prometheus)
+
+    def on_step(self, step: int, row: Mapping[str, Any], totals: Mapping[str, int]) -> None:
+        """Hand a committed step to every exporter, then every hook; log, never raise."""
+        alerts: dict[str, bool] = {}
+        if self.alerting is not None:
+            try:
+                self.alerting.on_step(step, row)
+            except Exception as e:  # noqa: BLE001 - alerting must not fail the step
+                log.warning("alert rules failed on step %d (the step is committed): %s", step, e)
+            alerts = self.alerting.firing
+        for target in (*(e.on_step for e in self.exporters), *self.hooks):
+            try:
+                target(step, row, totals, alerts)
+            except Exception as e:  # noqa: BLE001 - an exporter must not fail the step
+                who = getattr(target, "__qualname__", type(target).__name__)
+                kind = f"{who}:{type(e).__name__}"
+                if kind not in self._warned:
+                    self._warned.add(kind)
+                    log.warning("observer %s failed on step %d (the step is committed): %s", who, step, e)
+
+    def close(self) -> None:
+        """Stop every exporter (idempotent)."""
+        for e in self.exporters:
+            try:
+                e.close()
+            except Exception as err:  # noqa: BLE001
+                log.warning("could not stop %s: %s", type(e).__name__, err)
+        self.exporters = []
+        self.prometheus = None
+        if self.alerting is not None:
+            self.alerting.close()
+            self.alerting = None

@@ -1,0 +1,90 @@
+"""Spark's own progress: the model's figures as observed metrics of a companion streaming query.
+
+Why a companion query. lowwater computes its figures on the driver at the end
+of a ``foreachBatch`` step, and nothing a PySpark program can do there reaches
+the main query's ``StreamingQueryProgress``:
+
+* ``DataFrame.observe`` inside ``foreachBatch`` runs on a detached copy of the
+  batch (Spark's ``ForeachBatchSink`` rebuilds the batch as a ``LogicalRDD``),
+  so its metrics never reach the query's progress; and ``observe`` on the
+  streaming DataFrame aggregates input rows, which do not carry the
+  watermark, lag or state figures;
+* custom sink metrics need a DataSource V2 sink written in the JVM;
+* the listener bus takes no events from Python.
+
+So each committed step writes :func:`~lowwater.observe.model.progress_figures`
+as one small JSON file (``<checkpoint>/lowwater/progress/step-N.json``,
+written atomically), and a second streaming query, named
+``lowwater-progress[<pipeline>]``, reads them with Spark's file source and
+``observe("lowwater", ...)``\\ s the last step's value of each field. Its
+``StreamingQueryProgress.observedMetrics["lowwater"]`` is then what a user's
+``StreamingQueryListener``, ``query.lastProgress`` and the Spark UI's
+Structured Streaming tab show. The query polls once a second
+(``processingTime``), processed files are deleted (``cleanSource``), and a run
+with ``--once`` waits for it to take the last step before returning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from lowwater.observe.model import progress_figures
+from lowwater.spark.fs import HadoopFS
+
+log = logging.getLogger("lowwater")
+
+OBSERVATION = "lowwater"  # the key of StreamingQueryProgress.observedMetrics
+_TEXT_FIELDS = ("holding_partition", "idle_partitions")
+
+
+def progress_fields() -> list[str]:
+    """The observed fields, in order: the model's progress figures (``step`` is the step they describe)."""
+    return ["step", *progress_figures({}, {}).keys()]
+
+
+def query_name(pipeline: str) -> str:
+    """The companion query's name (unique per pipeline among a session's active queries)."""
+    return f"lowwater-progress[{pipeline}]"
+
+
+class SparkProgress:
+    """Writes each step's figures and runs the companion query that observes them (see the module docstring)."""
+
+    def __init__(self, spark: SparkSession, lw_dir: str, pipeline: str) -> None:
+        self.fs = HadoopFS(spark)
+        self.dir = f"{lw_dir}/progress"
+        self.ckpt = f"{lw_dir}/progress-query"
+        for d in (self.dir, self.ckpt):  # transient: a run starts its companion afresh
+            self.fs.delete(d)
+        self.fs.write_text_atomic(f"{self.dir}/_started", "")  # the directory exists before the query lists it
+        fields = progress_fields()
+        ddl = ", ".join(f"{n} {'STRING' if n in _TEXT_FIELDS else 'BIGINT' if n == 'step' else 'DOUBLE'}"
+                        for n in fields)
+        stream = (spark.readStream.schema(ddl).option("cleanSource", "delete")
+                  .json(f"{self.dir}/*.json"))
+        observed = stream.observe(
+            OBSERVATION,
+            *[F.max_by(F.col(n), F.col("step")).alias(n) for n in fields if n != "step"],
+            F.max("step").alias("step"),
+        )
+        self.query = (observed.writeStream.format("noop").queryName(query_name(pipeline))
+                      .option("checkpointLocation", self.ckpt).trigger(processingTime="1 second").start())
+
+    def on_step(self, step: int, row: Mapping[str, Any], totals: Mapping[str, int],
+                alerts: Mapping[str, bool]) -> None:
+        """Write the step's figures where the companion query picks them up."""
+        figures = {"step": step, **progress_figures(row, totals)}
+        self.fs.write_text_atomic(f"{self.dir}/step-{step:09d}.json", json.dumps(figures) + "\n")
+
+    def close(self) -> None:
+        """Let the companion take every step written so far, then stop it."""
+        try:
+            self.query.processAllAvailable()
+        finally:
+            self.query.stop()
