@@ -153,7 +153,7 @@ def _edit(text: str, old: str, new: str) -> str:
 BEFORE_SPARK = [
     # (name, edit of the TOML text, extra CLI args, expected text of the one stderr line)
     ("unknown section", lambda t: t + "\n[observer]\nx = 1\n", [],
-     "error: unknown section [observer] (expected one of alerts, late, observe, output, source, spark, trigger, "
+     "error: unknown section [observer] (expected one of alerts, join, late, observe, output, source, spark, trigger, "
      "watermark, window)"),
     ("section not a table", lambda t: "source = 1\n" + t.replace("[source]", "[other]"), [],
      "error: [source] must be a table"),
