@@ -1,0 +1,5 @@
+"""``python -m lowwater.cli``."""
+
+from lowwater.cli import main
+
+main()

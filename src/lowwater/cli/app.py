@@ -1,0 +1,86 @@
+"""The ``lowwater`` Typer app and what every command shares: consoles, one-line failures, logging.
+
+A wrong configuration prints one line naming the key and exits with code 2;
+no Java stack trace reaches the terminal. Nothing the user wrote (paths,
+column names, values) goes through rich markup: the consoles print text as
+is, so ``[observe]`` is not swallowed as a style tag.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from lowwater import __version__
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="lowwater: event-time stream processing you can trust, on Apache Spark.",
+)
+_FMT = typer.Option("--format", help="csv | jsonl | parquet (default: from the file extension, else jsonl)")
+_EVENT = typer.Option("--event-time", help="Column with the event time.")
+_ARRIVAL = typer.Option("--arrival-time", help="Column with the arrival time (the order rows arrived in).")
+_PARTITION = typer.Option("--partition", help="Column with the source partition.")
+_QUIET = typer.Option("--quiet", "-q", help="No log lines and no Spark start-up banner.")
+
+# markup=False: user text is printed verbatim (styles only through Text objects).
+err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
+out = Console(markup=False, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(Text.assemble(("error:", "bold red"), " ", message))
+    return typer.Exit(code)
+
+
+def _say(message: str) -> None:
+    """One status line on stderr (stdout keeps the summary / JSON)."""
+    err.print(Text(message))
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"lowwater {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """lowwater: event-time stream processing you can trust, on Apache Spark."""
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("lowwater").setLevel(logging.INFO if verbose else logging.WARNING)
+    # py4j logs a failed foreachBatch callback with its whole traceback, PySpark logs a failed
+    # query's context as a JSON blob: the CLI reports the error itself, in one line.
+    for name in ("py4j", "DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _spark_error_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+
+def replace_master(spark_cfg, master: str):  # noqa: ANN001, ANN201
+    from dataclasses import replace
+
+    return replace(spark_cfg, master=master)
+
+
