@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lowwater.config import parse_config
+from lowwater.io.outputs import ParquetOutputs
 from lowwater.spark.engine import Engine
+from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA
 from lowwater.testing.join_scenarios import compare, expected, load_join, run_core, run_spark
 from lowwater.testing.scenario_files import _plain_copy
 from lowwater.testing.scenario_spark import _chunks
@@ -68,7 +72,7 @@ def test_joined_rows_reach_postgres_exactly_once_like_parquet(spark, pg_server, 
     for name, rows in s.input.items():
         landing = tmp_path / "landing" / name
         landing.mkdir(parents=True)
-        for i, chunk in enumerate(_chunks(rows, [3])):  # two files a source: two micro-batches and the drain
+        for i, chunk in enumerate(_chunks(rows, [3])):  # two files a source: two micro-batches, then the drain
             (landing / f"part-{i:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chunk))
     data = _plain_copy(s.config)
     for src in data["source"]:
@@ -99,10 +103,24 @@ def test_joined_rows_reach_postgres_exactly_once_like_parquet(spark, pg_server, 
     assert len(want) == 8 and got == rows(want)
     metrics = pg("jm").sort_values("batch_id")
     steps = pd.read_parquet(tmp_path / "out" / "metrics").sort_values("batch_id")
-    assert len(metrics) == len(steps) == 3
+    assert len(metrics) == len(steps) >= 3
     assert (pd.to_datetime(metrics["output_watermark"], utc=True).astype(str).tolist()
             == steps["output_watermark"].astype(str).tolist())
     Engine(cfg, spark).run(drain=True)
     assert rows(pg("jj")) == got and len(pg("jm")) == len(metrics)
     with psycopg.connect(pg_server.url) as conn:
         assert conn.execute("SELECT count(*) FROM jj_staging").fetchone()[0] == 0
+
+
+def test_an_older_metrics_output_gets_the_output_watermark_column(spark, tmp_path):
+    # An output path written before metrics/ had output_watermark: its empty schema file is rewritten,
+    # so pandas (which takes the first file's schema) sees the column, null in the older steps.
+    old = METRICS_ARROW.remove(METRICS_ARROW.get_field_index("output_watermark"))
+    for step in (-1, 0):
+        d = tmp_path / "out" / "metrics" / f"batch_id={step}"
+        d.mkdir(parents=True)
+        rows = [] if step < 0 else [dict.fromkeys(old.names)]
+        pq.write_table(pa.Table.from_pylist(rows, old), d / "part-00000.parquet")
+    ParquetOutputs(spark, str(tmp_path / "out")).prepare("metrics", METRICS_ARROW.empty_table(), METRICS_SCHEMA)
+    got = pd.read_parquet(tmp_path / "out" / "metrics")
+    assert "output_watermark" in got.columns and len(got) == 1 and got["output_watermark"].isna().all()
