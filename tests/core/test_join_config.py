@@ -58,6 +58,21 @@ def test_the_issue_example_parses():
     assert cfg.columns_for(cfg.sources[1])[-3:] == ["user_id", "order_id", "amount"]
 
 
+def test_a_join_delivers_to_postgres_with_its_own_joined_table(monkeypatch):
+    monkeypatch.delenv("LOWWATER_PG_URL", raising=False)
+    data = copy.deepcopy(BASE)
+    data["output"].update(kind="postgres", postgres={"url": "postgresql://u:pw@h/db"})
+    assert parse_config(data).output.postgres.joined_table == "lowwater_joined"
+    data["output"]["postgres"]["joined_table"] = "clicks_orders"
+    assert parse_config(data).output.postgres.joined_table == "clicks_orders"
+    data["output"]["postgres"]["joined_table"] = "lowwater_results"
+    with pytest.raises(ConfigError, match="table names must differ"):
+        parse_config(data)
+    data["output"]["postgres"]["joined_table"] = "j;drop"
+    with pytest.raises(ConfigError, match="output.postgres.joined_table"):
+        parse_config(data)
+
+
 def test_a_negative_lower_bound():
     data = copy.deepcopy(BASE)
     data["join"]["lower"] = "-5s"

@@ -7,12 +7,22 @@ on the same log and with the scenario file's expectation.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
+import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from lowwater.config import parse_config
+from lowwater.io.outputs import ParquetOutputs
+from lowwater.spark.engine import Engine
+from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA
 from lowwater.testing.join_scenarios import compare, expected, load_join, run_core, run_spark
+from lowwater.testing.scenario_files import _plain_copy
+from lowwater.testing.scenario_spark import _chunks
 
 pytestmark = pytest.mark.spark
 
@@ -33,6 +43,11 @@ def test_left_outer_join_with_sources_cut_differently_matches_the_core(spark, tm
     held = metrics.dropna(subset=["output_watermark"])
     assert (held["output_watermark"] <= held["watermark"]).all()  # the held output watermark (§2)
     assert metrics["open_left"].iloc[-1] == 0 and metrics["open_right"].iloc[-1] == 0  # drained: all freed
+    # metrics/ carries the same held output watermark, step by step (the drain's is the max timestamp)
+    steps = pd.read_parquet(tmp_path / "out" / "metrics").sort_values("batch_id")
+    assert steps["output_watermark"].tolist() == metrics.sort_values("step")["output_watermark"].tolist()
+    assert steps["output_watermark"].notna().any() and steps["output_watermark"].iloc[-1].year == 2262
+    assert (steps["output_watermark"].dropna() <= steps.loc[steps["output_watermark"].notna(), "low_watermark"]).all()
 
 
 def test_a_partner_too_late_goes_to_the_side_output_across_a_restart(spark, tmp_path):
@@ -48,3 +63,64 @@ def test_a_partner_too_late_goes_to_the_side_output_across_a_restart(spark, tmp_
     assert late[["source", "reason"]].values.tolist() == [["orders", "too_late_for_join"]]
     assert late["watermark"].iloc[0] == pd.Timestamp(28, unit="s", tz="UTC")  # W(r) = min(30 - 2, 31 - 2)
     assert summary["too_late"] == 1 and summary["join"]["right"]["too_late"] == 1
+
+
+def test_joined_rows_reach_postgres_exactly_once_like_parquet(spark, pg_server, tmp_path):
+    # The streaming query, one file of each source a micro-batch; an old metrics table (no
+    # output_watermark yet) is given the column; a second run on the checkpoint adds nothing.
+    s = load_join(SCENARIOS / "bounds_and_outer.yaml")
+    for name, rows in s.input.items():
+        landing = tmp_path / "landing" / name
+        landing.mkdir(parents=True)
+        for i, chunk in enumerate(_chunks(rows, [3])):  # two files a source: two micro-batches, then the drain
+            (landing / f"part-{i:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chunk))
+    data = _plain_copy(s.config)
+    for src in data["source"]:
+        src["max_files_per_batch"] = 1
+    data["output"].update(kind="postgres", postgres={"url": pg_server.url, "joined_table": "jj",
+                                                     "metrics_table": "jm", "late_table": "jl"})
+    cfg = parse_config(data, base_dir=tmp_path)
+    with psycopg.connect(pg_server.url) as conn:
+        conn.execute("CREATE TABLE jm (lw_pipeline text NOT NULL, batch_id bigint NOT NULL, spark_batch bigint, "
+                     "PRIMARY KEY (lw_pipeline, batch_id))")
+    Engine(cfg, spark).run(drain=True)
+    cols = ["batch_id", "user", "click", "amount", "left_event_time", "right_event_time", "watermark"]
+
+    def pg(table: str) -> pd.DataFrame:
+        with psycopg.connect(pg_server.url) as conn:
+            cur = conn.execute(psycopg.sql.SQL("SELECT * FROM {} WHERE lw_pipeline = %s").format(
+                psycopg.sql.Identifier(table)), (cfg.output.path,))
+            return pd.DataFrame(cur.fetchall(), columns=[d.name for d in cur.description])
+
+    def rows(df: pd.DataFrame) -> list[tuple]:
+        df = df[cols].copy()
+        for c in ("left_event_time", "right_event_time", "watermark"):
+            df[c] = pd.to_datetime(df[c], utc=True)
+        return sorted(map(tuple, df.astype(str).itertuples(index=False)))
+
+    want = pd.read_parquet(tmp_path / "out" / "joined")
+    got = rows(pg("jj"))
+    assert len(want) == 8 and got == rows(want)
+    metrics = pg("jm").sort_values("batch_id")
+    steps = pd.read_parquet(tmp_path / "out" / "metrics").sort_values("batch_id")
+    assert len(metrics) == len(steps) >= 3
+    assert (pd.to_datetime(metrics["output_watermark"], utc=True).astype(str).tolist()
+            == steps["output_watermark"].astype(str).tolist())
+    Engine(cfg, spark).run(drain=True)
+    assert rows(pg("jj")) == got and len(pg("jm")) == len(metrics)
+    with psycopg.connect(pg_server.url) as conn:
+        assert conn.execute("SELECT count(*) FROM jj_staging").fetchone()[0] == 0
+
+
+def test_an_older_metrics_output_gets_the_output_watermark_column(spark, tmp_path):
+    # An output path written before metrics/ had output_watermark: its empty schema file is rewritten,
+    # so pandas (which takes the first file's schema) sees the column, null in the older steps.
+    old = METRICS_ARROW.remove(METRICS_ARROW.get_field_index("output_watermark"))
+    for step in (-1, 0):
+        d = tmp_path / "out" / "metrics" / f"batch_id={step}"
+        d.mkdir(parents=True)
+        rows = [] if step < 0 else [dict.fromkeys(old.names)]
+        pq.write_table(pa.Table.from_pylist(rows, old), d / "part-00000.parquet")
+    ParquetOutputs(spark, str(tmp_path / "out")).prepare("metrics", METRICS_ARROW.empty_table(), METRICS_SCHEMA)
+    got = pd.read_parquet(tmp_path / "out" / "metrics")
+    assert "output_watermark" in got.columns and len(got) == 1 and got["output_watermark"].isna().all()

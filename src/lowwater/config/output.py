@@ -1,4 +1,4 @@
-"""``[output]`` and ``[output.postgres]``: where results, late rows, dead letters and metrics go."""
+"""``[output]`` and ``[output.postgres]``: where results, late rows, dead letters, metrics (and joined rows) go."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from lowwater.config.overrides import resolve
 
 OUTPUT_KINDS = ("parquet", "postgres")
 OUTPUT_KEYS = frozenset({"path", "checkpoint", "kind", "postgres"})
-PG_TABLE_KEYS = ("results_table", "late_table", "dead_letter_table", "metrics_table", "batches_table")
+PG_TABLE_KEYS = (
+    "results_table", "late_table", "dead_letter_table", "metrics_table", "batches_table", "joined_table",
+)
 _PG_KEYS = {"url", "schema", "retries", "backoff", *PG_TABLE_KEYS}
 # Unquoted-identifier shape only: no quotes, semicolons, dots or spaces reach SQL text
 # (and every identifier is still quoted with psycopg.sql.Identifier).
@@ -32,6 +34,7 @@ class PostgresConfig:
     dead_letter_table: str = "lowwater_dead_letter"
     metrics_table: str = "lowwater_metrics"
     batches_table: str = "lowwater_batches"
+    joined_table: str = "lowwater_joined"  # a [join]'s pairs (and unmatched left rows), like joined/
     retries: int = 5
     backoff_s: float = 0.5
 

@@ -189,9 +189,6 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         raise ConfigError(msg)
     policy = parse_late(data.get("late", {}))
     output = parse_output(data["output"], base)
-    if join is not None and output.kind == "postgres":
-        msg = "output.kind: joined rows go to Parquet only for now; a [join] with PostgreSQL is not supported yet"
-        raise ConfigError(msg)
     spark = parse_spark(data.get("spark", {}))
     observe = parse_observe(data.get("observe", {}))
     alerts = parse_alerts(data.get("alerts"))

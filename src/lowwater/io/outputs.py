@@ -107,13 +107,25 @@ class ParquetOutputs:
         ``empty`` is a zero-row frame shaped exactly as the step's frames of
         ``kind`` are (a DataFrame, or an Arrow table for driver-written rows).
         """
-        if self.fs.exists(self.path(kind, EMPTY_STEP)):
+        if self.fs.exists(self.path(kind, EMPTY_STEP)) and not self._older_schema(kind, empty):
             return
         if isinstance(empty, pa.Table):
             assert spark_schema is not None
             self.write_rows(kind, EMPTY_STEP, empty, spark_schema)
             return
         nullable(empty).coalesce(1).write.mode("overwrite").parquet(self.path(kind, EMPTY_STEP))
+
+    def _older_schema(self, kind: str, empty: DataFrame | pa.Table) -> bool:
+        """A local driver-written output (metrics) whose schema file lacks a column added since (rewritten).
+
+        Readers that take the schema from the first file (pyarrow, pandas) then see the new column, null
+        in the steps written before it existed.
+        """
+        local = self.fs.local_path(self.path(kind, EMPTY_STEP))
+        if not isinstance(empty, pa.Table) or local is None:
+            return False
+        files = sorted(Path(local).glob("*.parquet"))
+        return bool(files) and not set(empty.schema.names) <= set(pq.read_schema(files[0]).names)
 
     def clear(self, kind: str, step: int) -> None:
         """Remove what an earlier attempt of ``step`` may have left (it had output, this one has none)."""

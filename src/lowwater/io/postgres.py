@@ -1,4 +1,4 @@
-"""PostgreSQL sink: results, late rows, dead letters and metrics, exactly once.
+"""PostgreSQL sink: results, late rows, dead letters, joined rows and metrics, exactly once.
 
 One of the pipeline's sinks (``io/sink.py``), after the Parquet output: it
 stages each frame from the Parquet files that sink just wrote, so a step's
@@ -18,6 +18,10 @@ Protocol (one step = one micro-batch or the drain):
    upserted on ``(pipeline, key columns, window_start, window_end, kind,
    revision)``), inserts the metrics row and the batch row, and clears the
    step's staging rows.
+
+A ``[join]``'s ``joined`` rows are driver-side rows (the join runs on the
+driver): :meth:`PostgresSink.write_rows` stages them from the driver with the
+same COPY (part 0), and ``deliver`` moves them like late rows.
 
 The engine commits its manifest only after ``deliver`` returned, so a crash
 anywhere replays the step, which is then recognised (or redelivered whole).
@@ -51,7 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("lowwater")
 
 T_ = TypeVar("T_")
-KINDS = ("results", "late", "dead_letter")
+KINDS = ("results", "late", "dead_letter", "joined")
 PIPELINE, STEP, PART = "lw_pipeline", "batch_id", "lw_part"
 
 METRICS_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -64,6 +68,7 @@ METRICS_COLUMNS: tuple[tuple[str, str], ...] = (
     *((k, "bigint") for k in ("out_of_order_files", "out_of_order_rows", "arrival_regressions")),
     *((k, "bigint") for k in ("markers", "regressions")),
     ("partition_lateness_s", "jsonb"), ("source_watermarks", "jsonb"), ("held_rows", "bigint"),
+    ("output_watermark", "timestamptz"),
 )
 
 
@@ -222,7 +227,8 @@ class PostgresSink:
         self.pipeline = pipeline
         self.keys = keys
         self.written = written
-        self.tables = {"results": cfg.results_table, "late": cfg.late_table, "dead_letter": cfg.dead_letter_table}
+        self.tables = {"results": cfg.results_table, "late": cfg.late_table, "dead_letter": cfg.dead_letter_table,
+                       "joined": cfg.joined_table}
         self._columns: dict[str, list[str]] = {}  # kinds whose tables this process created/checked
         self._staged: set[str] = set()
         with_retries(cfg, "creating the metrics and batches tables", self._create_fixed)
@@ -310,7 +316,16 @@ class PostgresSink:
         """No rows of ``kind``: nothing to stage (:meth:`begin_step` removed an earlier attempt's)."""
 
     def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: T.StructType) -> None:
-        """Driver-side rows are the metrics row, which :meth:`deliver` inserts in its transaction."""
+        """Stage a join's ``joined`` rows from the driver; the metrics row is inserted by :meth:`deliver`."""
+        if kind not in KINDS:
+            return
+        columns = self._ensure(kind, spark_schema)
+        jsonish = [f.dataType if pg_type(f.dataType) == "jsonb" else None for f in spark_schema.fields]
+        fn = _copy_partition(self.cfg, self._id(f"{self.tables[kind]}_staging"), self.pipeline, step,
+                             columns, jsonish)
+        for _ in fn(iter(table.select(columns).to_batches())):  # no task here: part 0, one transaction
+            pass
+        self._staged.add(kind)
 
     def begin_step(self, step: int) -> None:
         """Forget what an earlier, undelivered attempt of ``step`` staged."""

@@ -43,6 +43,7 @@ METRICS_SCHEMA = T.StructType([
     T.StructField("partition_lateness_s", T.MapType(T.StringType(), T.DoubleType())),
     T.StructField("source_watermarks", T.MapType(T.StringType(), T.TimestampType())),
     T.StructField("held_rows", T.LongType()),
+    T.StructField("output_watermark", T.TimestampType()),
 ])
 
 
@@ -64,6 +65,7 @@ METRICS_ARROW = pa.schema([
     ("partition_lateness_s", pa.map_(pa.string(), pa.float64())),
     ("source_watermarks", pa.map_(pa.string(), pa.timestamp("us", tz="UTC"))),
     ("held_rows", pa.int64()),
+    ("output_watermark", pa.timestamp("us", tz="UTC")),
 ])
 
 
@@ -111,6 +113,9 @@ def metrics_row(report: StepReport, tracker: WatermarkTracker) -> dict:
         "partition_lateness_s": [(name(s), s.lateness_us / 1e6) for s in statuses if s.lateness_us is not None],
         "source_watermarks": [(k, to_datetime(v)) for k, v in sorted(by_source.items())] if several else None,
         "held_rows": report.held_rows,
+        # What a downstream operator would see: a [join] holds it back to its oldest buffered row (SEMANTICS.md
+        # §2); null for windows (their results carry window_end, no stream time of their own).
+        "output_watermark": None if report.output_watermark_us is None else to_datetime(report.output_watermark_us),
     }
 
 

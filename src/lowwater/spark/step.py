@@ -80,6 +80,7 @@ class OperatorResult:
     windows_fired: int = 0
     revisions: int = 0
     provisionals: int = 0
+    output_watermark_us: int | None = None  # an operator that holds its output watermark back (the join)
 
 
 @dataclass
@@ -104,6 +105,7 @@ class StepReport:
     markers: int = 0
     regressions: int = 0
     held_rows: int = 0  # rows held behind the arrival frontier after this step (several sources)
+    output_watermark_us: int | None = None  # the operator's held output watermark (None: it holds none)
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -120,6 +122,7 @@ class StepReport:
             provisionals=result.provisionals,
             open_windows=sum(b.rows for b in result.buckets.values()),
             state_bytes=sum(b.bytes for b in result.buckets.values()),
+            output_watermark_us=result.output_watermark_us,
             extra={"clock": clock},
         )
 

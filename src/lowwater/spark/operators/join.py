@@ -336,7 +336,8 @@ class JoinOperator:
                                 dead_letter=plan.dead)
         accounting.check()
         self._live = (step, join)
-        return OperatorResult(accounting=accounting, buckets=buckets, windows_fired=len(batch.emitted))
+        return OperatorResult(accounting=accounting, buckets=buckets, windows_fired=len(batch.emitted),
+                              output_watermark_us=join.output_watermark(plan.watermark))
 
     def drain(self, prev: Manifest, step: int, cache: list[DataFrame]) -> OperatorResult:
         """``W = +inf``: every buffered row is freed; a left outer join emits its unmatched left rows."""
@@ -345,7 +346,8 @@ class JoinOperator:
         self.sinks.clear("late", step)
         buckets = self._write(step, POS_INF, join, emitted, None)
         self._live = (step, join)
-        return OperatorResult(accounting=Accounting(), buckets=buckets, windows_fired=len(emitted))
+        return OperatorResult(accounting=Accounting(), buckets=buckets, windows_fired=len(emitted),
+                              output_watermark_us=join.output_watermark(POS_INF))
 
     def summary(self, manifest: Manifest) -> dict:
         """Each side's accounting (SEMANTICS.md §9) for ``summary.json``."""
