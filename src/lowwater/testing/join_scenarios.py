@@ -163,19 +163,11 @@ def run_spark(spark, s: Scenario, cuts: dict[str, list[int]], workdir: Path | No
 
     from lowwater.io.files import read_batch
     from lowwater.spark.engine import Engine
-    from lowwater.testing.scenario_spark import _chunks
+    from lowwater.testing.scenario_spark import land_inputs
 
     work = Path(workdir or tempfile.mkdtemp(prefix="lowwater-join-"))
     cfg = s.pipeline(base_dir=work)
-    files: dict[str, list[Path]] = {}
-    for src in cfg.sources:
-        landing = Path(src.path)
-        landing.mkdir(parents=True, exist_ok=True)
-        files[src.name] = []
-        for i, chunk in enumerate(_chunks(s.input[src.name], cuts.get(src.name, []))):
-            f = landing / f"part-{i:05d}.jsonl"
-            f.write_text("".join(_json_line(r) for r in chunk))
-            files[src.name].append(f)
+    files = land_inputs(s, cfg, cuts)
     batches = max(len(v) for v in files.values())
     engine = Engine(cfg, spark)
     try:
@@ -196,11 +188,6 @@ def run_spark(spark, s: Scenario, cuts: dict[str, list[int]], workdir: Path | No
         engine.close()
     return _observed(spark, cfg, Path(cfg.output.path), summary), summary
 
-
-def _json_line(r: dict) -> str:
-    import json
-
-    return json.dumps(r) + "\n"
 
 
 def _observed(spark, cfg: PipelineConfig, out: Path, summary: dict) -> JoinObserved:  # noqa: ANN001

@@ -25,13 +25,8 @@ def _chunks(rows: list[dict], cuts: list[int]) -> list[list[dict]]:
     return [rows[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def run_spark(spark, s: Scenario, cuts: dict[str, list[int]], workdir: Path | None = None) -> Observed:  # noqa: ANN001
-    """Run the scenario through the engine with one cutting, drain, and read what it wrote."""
-    from lowwater.io.files import read_batch
-    from lowwater.spark.engine import Engine
-
-    work = Path(workdir or tempfile.mkdtemp(prefix="lowwater-scenario-"))
-    cfg = s.pipeline(base_dir=work)
+def land_inputs(s: Scenario, cfg, cuts: dict[str, list[int]]) -> dict[str, list[Path]]:  # noqa: ANN001
+    """Each source's rows as JSONL files in its landing directory, cut at ``cuts[name]``: {source: files}."""
     files: dict[str, list[Path]] = {}
     for src in cfg.sources:
         landing = Path(src.path)
@@ -41,6 +36,17 @@ def run_spark(spark, s: Scenario, cuts: dict[str, list[int]], workdir: Path | No
             f = landing / f"part-{i:05d}.jsonl"
             f.write_text("".join(json.dumps(r) + "\n" for r in chunk))
             files[src.name].append(f)
+    return files
+
+
+def run_spark(spark, s: Scenario, cuts: dict[str, list[int]], workdir: Path | None = None) -> Observed:  # noqa: ANN001
+    """Run the scenario through the engine with one cutting, drain, and read what it wrote."""
+    from lowwater.io.files import read_batch
+    from lowwater.spark.engine import Engine
+
+    work = Path(workdir or tempfile.mkdtemp(prefix="lowwater-scenario-"))
+    cfg = s.pipeline(base_dir=work)
+    files = land_inputs(s, cfg, cuts)
     engine = Engine(cfg, spark)
     try:
         for i in range(max(len(v) for v in files.values())):
