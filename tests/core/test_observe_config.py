@@ -34,6 +34,12 @@ def test_absent_section_exports_nothing(tmp_path):
 def test_observe_section(tmp_path):
     cfg = _load(tmp_path, '[observe]\nprometheus_port = 9464\npipeline = "payments"\nspark_progress = true\n')
     assert cfg.observe == ObserveConfig(prometheus_port=9464, pipeline="payments", spark_progress=True)
+    assert cfg.observe.spark_progress_interval_us == 10_000_000  # Flink's reporter interval
+
+
+def test_spark_progress_interval(tmp_path):
+    cfg = _load(tmp_path, '[observe]\nspark_progress = true\nspark_progress_interval = "30s"\n')
+    assert cfg.observe.spark_progress_interval_us == 30_000_000
 
 
 @pytest.mark.parametrize(("extra", "key"), [
@@ -42,6 +48,8 @@ def test_observe_section(tmp_path):
     ("prometheus_port = true", "observe.prometheus_port"),    # a bool is not a port
     ('spark_progress = "yes"', "observe.spark_progress"),
     ('pipeline = ""', "observe.pipeline"),
+    ('spark_progress_interval = "200ms"', "observe.spark_progress_interval"),  # under a second
+    ('spark_progress_interval = "soon"', "observe.spark_progress_interval"),
     ("port = 1", "observe.port"),                             # a typo is refused
 ])
 def test_bad_values_name_their_key(tmp_path, extra, key):

@@ -71,6 +71,13 @@ def test_samples_of_one_step():
     assert sum(classes.values()) == TOTALS["rows"] == _by(out, "lowwater_input_rows_total")[()]
     assert _by(out, "lowwater_watermark_regressions_total") == {(): 2.0}
     assert _by(out, "lowwater_source_watermark_seconds") == {}  # one source: the low watermark is its own
+    assert _by(out, "lowwater_output_watermark_seconds") == {}  # a window pipeline has no output watermark
+
+
+def test_a_join_exports_its_output_watermark():
+    row = ROW | {"output_watermark": 75.0}  # held back below W = 90 by a buffered row
+    assert _by(samples(row, TOTALS), "lowwater_output_watermark_seconds") == {(): 75.0}
+    assert progress_figures(row, TOTALS)["output_watermark_s"] == 75.0
 
 
 def test_undefined_watermark_has_no_sample_and_several_sources_split_names():

@@ -78,7 +78,8 @@ def watched(spark, tmp_path_factory):
         (landing / f"part-{i}.jsonl").write_text("".join(
             json.dumps({"partition": p, "event_time": t, "key": "a", "amount": 1.0}) + "\n" for p, t in rows))
     cfg = parse_config(base_config(source={"max_files_per_batch": 1},
-                                   observe={"prometheus_port": 0, "spark_progress": True, "pipeline": "t"},
+                                   observe={"prometheus_port": 0, "spark_progress": True, "pipeline": "t",
+                                            "spark_progress_interval": "1s"},
                                    alerts={}), tmp)
     engine = Engine(cfg, spark)
     scraped: dict[int, dict] = {}
@@ -91,6 +92,12 @@ def watched(spark, tmp_path_factory):
         scraped[step] = _scrape(engine.observers.prometheus.port)
         if step == 0:  # the query is running: the page shows the steps so far
             browsed["during"] = plotted(board.url)["steps"]
+        if step == len(FILES) - 1:  # the companion reports at its interval and does not flush at the end
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not any(
+                    p.name == query_name("t") and p.observedMetrics.get(OBSERVATION) is not None
+                    and p.observedMetrics[OBSERVATION]["step"] == step for p in recorder.progress):
+                time.sleep(0.2)
 
     engine.observers.hooks.append(scrape)
     recorder = _Recorder()
@@ -98,11 +105,6 @@ def watched(spark, tmp_path_factory):
     try:
         manifest = engine.run(once=True)
         browsed["after"] = plotted(board.url)["steps"]
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any(
-                p.name == query_name("t") and p.observedMetrics.get(OBSERVATION) is not None
-                and p.observedMetrics[OBSERVATION]["step"] == manifest.step for p in recorder.progress):
-            time.sleep(0.2)
     finally:
         spark.streams.removeListener(recorder)
         board.close()

@@ -15,7 +15,9 @@ from typing import Any
 from lowwater.config.errors import ConfigError, check_keys, duration, table, text
 from lowwater.core.alerts import AlertRules
 
-OBSERVE_KEYS = frozenset({"prometheus_port", "prometheus_host", "pipeline", "spark_progress"})
+OBSERVE_KEYS = frozenset({"prometheus_port", "prometheus_host", "pipeline", "spark_progress",
+                          "spark_progress_interval"})
+DEFAULT_PROGRESS_INTERVAL_US = 10_000_000  # Flink's metric reporters default to 10 s too
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class ObserveConfig:
     prometheus_host: str = "127.0.0.1"
     pipeline: str | None = None  # the `pipeline` label; default: the output path
     spark_progress: bool = False  # the figures as observed metrics of a companion query (spark/progress.py)
+    spark_progress_interval_us: int = DEFAULT_PROGRESS_INTERVAL_US  # the companion's trigger
 
 
 def parse_observe(raw: Any) -> ObserveConfig:
@@ -40,11 +43,17 @@ def parse_observe(raw: Any) -> ObserveConfig:
     if not isinstance(progress, bool):
         msg = f"observe.spark_progress: expected true or false, got {progress!r}"
         raise ConfigError(msg)
+    interval = duration("observe", "spark_progress_interval",
+                        t.get("spark_progress_interval", "10s"))
+    if interval < 1_000_000:
+        msg = f"observe.spark_progress_interval: expected at least 1s, got {t['spark_progress_interval']!r}"
+        raise ConfigError(msg)
     return ObserveConfig(
         prometheus_port=port,
         prometheus_host=text("observe", "prometheus_host", t.get("prometheus_host", "127.0.0.1")),
         pipeline=text("observe", "pipeline", t["pipeline"]) if "pipeline" in t else None,
         spark_progress=progress,
+        spark_progress_interval_us=interval,
     )
 
 

@@ -102,9 +102,10 @@ class RunReader:
                     row = rows[0]
                     w = row.get("low_watermark")
                     drained = w is not None and w.year >= DRAINED_YEAR
+                    hidden = dict.fromkeys(("low_watermark", "watermark_lag_s", "output_watermark")) if drained else {}
                     self._metrics[step] = {k: _plain(v) for k, v in row.items()} | {
                         "step": step, "late_rate": late_rate(row), "input_rows_per_s": input_rate(row),
-                        "drained": drained} | ({"low_watermark": None, "watermark_lag_s": None} if drained else {})
+                        "drained": drained} | hidden
             return [self._metrics[s] for s in sorted(self._metrics)]
 
     def alerts(self) -> list[dict]:

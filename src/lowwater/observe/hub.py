@@ -70,7 +70,8 @@ class Observers:
         if obs.spark_progress and spark is not None and lw_dir is not None:
             from lowwater.spark.progress import SparkProgress
 
-            self.exporters.append(SparkProgress(spark, lw_dir, pipeline_name(self.cfg)))
+            self.exporters.append(SparkProgress(spark, lw_dir, pipeline_name(self.cfg),
+                                                obs.spark_progress_interval_us / 1e6))
         if obs.prometheus_port is not None:
             from lowwater.observe.prometheus import PrometheusExporter
 

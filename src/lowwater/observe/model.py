@@ -62,6 +62,9 @@ class Figure:
 FIGURES: tuple[Figure, ...] = (
     Figure("lowwater_low_watermark_seconds", "gauge", "The pipeline's low watermark W (s since the epoch).",
            column="low_watermark", progress="low_watermark_s"),
+    Figure("lowwater_output_watermark_seconds", "gauge",
+           "An interval join's output watermark: W held back by the rows it buffers (join pipelines only).",
+           column="output_watermark", progress="output_watermark_s"),
     Figure("lowwater_watermark_seconds", "gauge", "Each partition's watermark W_p (s since the epoch).",
            ("source", "partition"), column="partition_watermarks"),
     Figure("lowwater_source_watermark_seconds", "gauge",
