@@ -30,17 +30,21 @@ written by then; processed files are deleted (``cleanSource``). When the run
 ends the companion is stopped without waiting for a last micro-batch (that
 wait cost a run ~1-3 s): like a metric reporter, it reports at its interval,
 and the figures of the last interval of a finished run are in ``metrics/``.
+The query is started on a thread of its own, so its start (a few hundred ms of
+driver time) overlaps the pipeline's first step instead of delaying it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from lowwater.observe.model import progress_figures
 from lowwater.spark.fs import HadoopFS
@@ -71,19 +75,29 @@ class SparkProgress:
         for d in (self.dir, self.ckpt):  # transient: a run starts its companion afresh
             self.fs.delete(d)
         self.fs.write_text_atomic(f"{self.dir}/_started", "")  # the directory exists before the query lists it
-        fields = progress_fields()
-        ddl = ", ".join(f"{n} {'STRING' if n in _TEXT_FIELDS else 'BIGINT' if n == 'step' else 'DOUBLE'}"
-                        for n in fields)
-        stream = (spark.readStream.schema(ddl).option("cleanSource", "delete")
-                  .json(f"{self.dir}/*.json"))
-        observed = stream.observe(
-            OBSERVATION,
-            *[F.max_by(F.col(n), F.col("step")).alias(n) for n in fields if n != "step"],
-            F.max("step").alias("step"),
-        )
-        self.query = (observed.writeStream.format("noop").queryName(query_name(pipeline))
-                      .option("checkpointLocation", self.ckpt)
-                      .trigger(processingTime=f"{interval_s:g} seconds").start())
+        self.query: StreamingQuery | None = None
+        # Starting a streaming query costs the driver a few hundred ms: off the step's path.
+        self._starter = threading.Thread(target=self._start, args=(spark, pipeline, interval_s),
+                                         name=f"lowwater-progress-start[{pipeline}]", daemon=True)
+        self._starter.start()
+
+    def _start(self, spark: SparkSession, pipeline: str, interval_s: float) -> None:
+        try:
+            fields = progress_fields()
+            ddl = ", ".join(f"{n} {'STRING' if n in _TEXT_FIELDS else 'BIGINT' if n == 'step' else 'DOUBLE'}"
+                            for n in fields)
+            stream = (spark.readStream.schema(ddl).option("cleanSource", "delete")
+                      .json(f"{self.dir}/*.json"))
+            observed = stream.observe(
+                OBSERVATION,
+                *[F.max_by(F.col(n), F.col("step")).alias(n) for n in fields if n != "step"],
+                F.max("step").alias("step"),
+            )
+            self.query = (observed.writeStream.format("noop").queryName(query_name(pipeline))
+                          .option("checkpointLocation", self.ckpt)
+                          .trigger(processingTime=f"{interval_s:g} seconds").start())
+        except Exception as e:  # noqa: BLE001 - watching must not fail the run
+            log.warning("Spark progress: the companion query %s did not start: %s", query_name(pipeline), e)
 
     def on_step(self, step: int, row: Mapping[str, Any], totals: Mapping[str, int],
                 alerts: Mapping[str, bool]) -> None:
@@ -93,4 +107,6 @@ class SparkProgress:
 
     def close(self) -> None:
         """Stop the companion now (see the module docstring: it reports at its interval, it does not flush)."""
-        self.query.stop()
+        self._starter.join()
+        if self.query is not None:
+            self.query.stop()
