@@ -18,6 +18,7 @@ from lowwater.cli.app import (
     _QUIET,
     _fail,
     _setup_logging,
+    job_progress,
     out,
     replace_master,
 )
@@ -104,7 +105,11 @@ def whatif(
 
     try:
         spark = get_spark(replace_master(cfg.spark, master), quiet=quiet)
-        everything = run_whatif(spark, cfg, SweepSpec(bounds, graces, compare=compared))
+        paths = ", ".join(str(s.path or s.name) for s in cfg.sources)
+        headline = (f"what-if over {paths}: {len(bounds)} bound(s) x {len(graces)} grace(s)"
+                    + (f" + {len(compared)} strateg{'y' if len(compared) == 1 else 'ies'}" if compared else ""))
+        with job_progress(spark, headline, quiet):
+            everything = run_whatif(spark, cfg, SweepSpec(bounds, graces, compare=compared))
     except ConfigError as e:
         raise _fail(str(e)) from None
     from lowwater.report import print_compare, print_text, print_whatif
@@ -146,7 +151,9 @@ def delays(
         from lowwater.advisor.delays import delay_profile
         from lowwater.spark.session import get_spark
 
-        profile = delay_profile(get_spark(replace_master(cfg.spark, master), quiet=quiet), cfg)
+        spark = get_spark(replace_master(cfg.spark, master), quiet=quiet)
+        with job_progress(spark, f"delay profile of {cfg.source.path}", quiet):
+            profile = delay_profile(spark, cfg)
     except ConfigError as e:
         raise _fail(str(e)) from None
     from lowwater.report import print_delays

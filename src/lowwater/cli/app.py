@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from typing import Annotated
 
 import typer
@@ -42,6 +43,15 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 def _say(message: str) -> None:
     """One status line on stderr (stdout keeps the summary / JSON)."""
     err.print(Text(message))
+
+
+def job_progress(spark, headline: str, quiet: bool) -> AbstractContextManager:  # noqa: ANN001
+    """Live bars of Spark's stages while a batch analysis runs, on a terminal only (observe/jobs.py)."""
+    if quiet or not err.is_terminal:
+        return nullcontext()
+    from lowwater.observe.jobs import SparkJobProgress
+
+    return SparkJobProgress(spark, err, headline)
 
 
 def _version(value: bool) -> None:
