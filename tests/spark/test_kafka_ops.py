@@ -1,0 +1,147 @@
+"""Kafka in operation, against the real broker: a SIGKILLed driver, a continuous run, a broker that goes away.
+
+Each test reads a topic as a user's pipeline does and holds the outcome to a
+clean ``--drain`` read of the same topic (SEMANTICS.md §8): the same results,
+late rows, dead letters and counts, and every offset read exactly once (the
+offsets Spark checkpointed per batch equal the rows lowwater counted per step).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lowwater.config import load_config
+from lowwater.spark.engine import Engine
+
+from .helpers import run_cli_here
+from .test_kafka import T0, kafka_pipeline, stream
+
+pytestmark = pytest.mark.spark
+
+DROP = ("duration_s", "watermark_lag_s")  # wall-clock measures: differ from run to run
+
+
+def as_records(rows: list[dict]) -> list[tuple[int, int, str | None]]:
+    return [(r["partition"], r["arrival_time"], r.get("raw") or json.dumps(
+        {"event_time": r["event_time"], "key": r["key"], "amount": r["amount"]})) for r in rows]
+
+
+def outputs(root: Path) -> dict[str, list]:
+    """Every output of a finished run as sorted string tuples (wall-clock measures dropped), and its summary."""
+    out: dict[str, list] = {}
+    for kind in ("results", "late", "dead_letter", "metrics"):
+        folder = root / "out" / kind
+        df = pd.read_parquet(folder) if folder.exists() else pd.DataFrame()
+        df = df.drop(columns=[c for c in DROP if c in df.columns]).astype(str)
+        out[kind] = sorted(map(tuple, df.itertuples(index=False)))
+    summary = json.loads((root / "out" / "summary.json").read_text())
+    out["summary"] = [(k, summary[k]) for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter",
+                                                 "windows_fired", "revisions", "balanced")]
+    return out
+
+
+def spark_offsets(root: Path, topic: str) -> dict[int, dict[int, int]]:
+    """Spark's checkpointed end offsets per batch id: ``{batch: {partition: offset}}``."""
+    folder = root / "out" / "_checkpoint" / "spark" / "offsets"
+    got = {}
+    for f in folder.iterdir():
+        if f.name.isdigit():
+            source = json.loads(f.read_text().splitlines()[2])  # v1, the batch's metadata, then the source's offsets
+            got[int(f.name)] = {int(p): o for p, o in source[topic].items()}
+    return got
+
+
+def rows_per_batch(root: Path) -> dict[int, int]:
+    """The rows lowwater counted per Spark batch (its metrics; the drain step adds none to the last batch)."""
+    metrics = pd.read_parquet(root / "out" / "metrics")
+    return {int(b): int(n) for b, n in metrics.groupby("spark_batch")["rows"].sum().items()}
+
+
+def read_per_batch(offsets: dict[int, dict[int, int]], partitions: int) -> dict[int, int]:
+    """The records Spark read per batch: its end offsets minus the previous batch's (the topic starts at 0)."""
+    zero = dict.fromkeys(range(partitions), 0)
+    return {b: sum(o[p] - offsets.get(b - 1, zero)[p] for p in range(partitions)) for b, o in sorted(offsets.items())}
+
+
+def end_offsets(broker, topic: str, partitions: int) -> dict[int, int]:  # noqa: ANN001
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lowwater-test-offsets", "log_level": 3})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    finally:
+        c.close()
+
+
+def committed_steps(root: Path) -> int:
+    state = root / "out" / "_checkpoint" / "lowwater" / "state"
+    return max((int(p.name[9:21]) for p in state.glob("manifest-*.json")), default=-1)
+
+
+def start_run(root: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``lowwater run pipeline.toml --drain -q`` as its own process group (driver and JVM die together)."""
+    return subprocess.Popen([sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", "--drain", "-q"],
+                            cwd=root, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def test_sigkill_of_the_driver_and_a_restart_read_every_offset_once(spark, kafka_broker, tmp_path):  # noqa: ARG001
+    """SIGKILL between a step's writes and its commit, then at a random moment; the same command again."""
+    rows = stream(160, quiet=False)  # 40 records a partition, in arrival order
+    bad = [{"partition": p, "arrival_time": T0 + 80 * 125, "raw": "not json"} for p in range(4)]
+    records = as_records(rows[:80] + bad + rows[80:])  # 41 a partition: the backlogs stay even
+    kafka_broker.create_topic("sigkill", 4)
+    kafka_broker.produce("sigkill", records)
+    crashed = kafka_pipeline(tmp_path / "crashed", kafka_broker, "sigkill", per_trigger=40).parent
+    clean = kafka_pipeline(tmp_path / "clean", kafka_broker, "sigkill", per_trigger=40).parent
+
+    # The reference: the same command on its own checkpoint, uninterrupted, in this process.
+    proc = run_cli_here(["run", "pipeline.toml", "--drain", "-q"], clean)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    # 1. SIGKILL after step 1's outputs are written, before its manifest is committed.
+    run = start_run(crashed, {"LOWWATER_FAULT": "before_commit:1:sigkill"})
+    _, err = run.communicate(timeout=240)
+    assert run.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    assert committed_steps(crashed) == 0
+    # 2. SIGKILL at a random moment after the next run's first commit (steps 2-4 or the drain).
+    delay = random.uniform(0.0, 1.0)
+    run = start_run(crashed)
+    before = committed_steps(crashed)
+    deadline = time.monotonic() + 240
+    while committed_steps(crashed) <= before and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(delay)
+    try:
+        os.killpg(run.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    assert run.wait(60) == -signal.SIGKILL, f"finished before the kill ({delay:.2f} s after a commit)"
+    # 3. The same command again, to the end.
+    proc = run_cli_here(["run", "pipeline.toml", "--drain", "-q"], crashed)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    a, b = outputs(clean), outputs(crashed)
+    for kind in ("results", "late", "dead_letter", "metrics", "summary"):
+        assert b[kind] == a[kind], (kind, delay)
+    assert dict(a["summary"])["rows"] == len(records) and dict(a["summary"])["balanced"]
+    dead = pd.read_parquet(crashed / "out" / "dead_letter")
+    assert sorted(zip(dead["kafka_partition"], dead["kafka_offset"], strict=True)) == [(p, 20) for p in range(4)]
+    # Nothing read twice or skipped: each step's rows are exactly the offsets Spark checkpointed for its batch.
+    ends = end_offsets(kafka_broker, "sigkill", 4)
+    assert ends == {p: 41 for p in range(4)}
+    for root in (clean, crashed):
+        offsets = spark_offsets(root, "sigkill")
+        assert offsets[max(offsets)] == ends
+        assert rows_per_batch(root) == read_per_batch(offsets, 4), root.name
