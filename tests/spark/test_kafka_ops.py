@@ -249,3 +249,94 @@ def test_a_continuous_run_keeps_up_with_a_producer_and_its_offsets_advance_with_
     for kind in ("results", "late", "dead_letter", "summary"):
         assert b[kind] == a[kind], kind
     assert len(a["late"]) >= 6 and dict(a["summary"])["rows"] == produced
+
+
+def test_a_broker_away_for_a_while_is_waited_for_or_stops_the_run_in_one_line(spark, tmp_path):
+    """A broker of its own (the session's stays up): stopped mid-run, started again.
+
+    A run whose ``broker_timeout`` outlasts the outage waits and resumes by
+    itself; one with a short ``broker_timeout`` fails in one line, commits
+    nothing, and the same command resumes once the broker is back. Both end
+    equal to a clean read of the topic, every offset read once.
+    """
+    from lowwater.io.kafka import kafka_failure
+    from lowwater.testing.kafka import TestBroker
+
+    broker = TestBroker(tmp_path / "broker")
+    broker.start()
+    try:
+        broker.create_topic("trouble", 4)
+        first, second = bursts(2)
+        broker.produce("trouble", as_records(first))
+
+        def pipeline(name: str, timeout: str) -> Path:
+            cfg = kafka_pipeline(tmp_path / name, broker, "trouble")
+            text = cfg.read_text()
+            cfg.write_text(text[:text.index("[watermark]")].replace(
+                'value_format = "json"', f'value_format = "json"\nbroker_timeout = "{timeout}"') + CONTINUOUS)
+            return cfg
+
+        patient, strict = pipeline("patient", "5m"), pipeline("strict", "6s")
+        waiting = Engine(load_config(patient), spark)
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                waiting.run(trigger_interval="300 milliseconds")
+            except BaseException as e:  # noqa: BLE001 - reported by the assertions below
+                errors.append(e)
+
+        def counted() -> int:
+            return sum(r.accounting.rows for r in waiting.reports)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        assert Engine(load_config(strict), spark).run(once=True).totals["rows"] == len(first)
+        deadline = time.monotonic() + 120
+        while counted() < len(first) and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert counted() == len(first), errors[:1]
+
+        broker.stop()
+        t0 = time.monotonic()
+        with pytest.raises(Exception) as failed:  # noqa: PT011 - Spark's own exception; its line is the subject
+            Engine(load_config(strict), spark).run(once=True)
+        waited = time.monotonic() - t0
+        line = kafka_failure(load_config(strict), failed.value)
+        assert line is not None and "\n" not in line, str(failed.value)[:2000]
+        assert line.startswith(f"source.topic 'trouble' at {broker.bootstrap}: Kafka did not answer or does not "
+                               "have the topic (waited about 6s (source.broker_timeout)): org.apache.kafka.")
+        assert "TimeoutException" in line and "STREAM_FAILED" not in line and "run the same command" in line
+        assert waited >= 6, waited
+        after = Engine(load_config(strict), spark)
+        assert after.store.latest().totals["rows"] == len(first)  # nothing committed
+        after.close()
+        assert thread.is_alive() and not errors  # the patient run is still waiting
+
+        broker.start()
+        broker.produce("trouble", as_records(second))
+        total = len(first) + len(second)
+        deadline = time.monotonic() + 180
+        while counted() < total and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert counted() == total, errors[:1]  # it resumed by itself
+        waiting.request_stop()
+        thread.join(60)
+        assert not thread.is_alive() and not errors
+        Engine(load_config(patient), spark).run(drain=True)
+        proc = run_cli_here(["run", "pipeline.toml", "--drain", "-q"], strict.parent)  # the same command again
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+        clean = pipeline("clean", "5m")
+        Engine(load_config(clean), spark).run(once=True, drain=True)
+        ends = end_offsets(broker, "trouble", 4)
+        expected = outputs(clean.parent, cut_free=True)
+        assert dict(expected["summary"])["rows"] == total == sum(ends.values())
+        for root in (patient.parent, strict.parent):
+            got = outputs(root, cut_free=True)
+            for kind in ("results", "late", "summary"):
+                assert got[kind] == expected[kind], (root.name, kind)
+            offsets = spark_offsets(root, "trouble")
+            assert rows_per_batch(root) == read_per_batch(offsets, 4) and offsets[max(offsets)] == ends
+    finally:
+        broker.stop()
