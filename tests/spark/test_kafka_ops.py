@@ -108,8 +108,8 @@ def test_sigkill_of_the_driver_and_a_restart_read_every_offset_once(spark, kafka
     records = as_records(rows[:80] + bad + rows[80:])  # 41 a partition: the backlogs stay even
     kafka_broker.create_topic("sigkill", 4)
     kafka_broker.produce("sigkill", records)
-    crashed = kafka_pipeline(tmp_path / "crashed", kafka_broker, "sigkill", per_trigger=40).parent
-    clean = kafka_pipeline(tmp_path / "clean", kafka_broker, "sigkill", per_trigger=40).parent
+    crashed = kafka_pipeline(tmp_path / "crashed", kafka_broker, "sigkill", per_trigger=20).parent
+    clean = kafka_pipeline(tmp_path / "clean", kafka_broker, "sigkill", per_trigger=20).parent
 
     # The reference: the same command on its own checkpoint, uninterrupted, in this process.
     proc = run_cli_here(["run", "pipeline.toml", "--drain", "-q"], clean)
@@ -120,8 +120,8 @@ def test_sigkill_of_the_driver_and_a_restart_read_every_offset_once(spark, kafka
     _, err = run.communicate(timeout=240)
     assert run.returncode == -signal.SIGKILL, err.decode()[-2000:]
     assert committed_steps(crashed) == 0
-    # 2. SIGKILL at a random moment after the next run's first commit (steps 2-4 or the drain).
-    delay = random.uniform(0.0, 1.0)
+    # 2. SIGKILL at a random moment after the next run's first commit (steps 2-8 or the drain).
+    delay = random.uniform(0.0, 0.8)
     run = start_run(crashed)
     before = committed_steps(crashed)
     deadline = time.monotonic() + 240
