@@ -133,8 +133,12 @@ def kafka_failure(cfg: PipelineConfig, e: BaseException) -> str | None:
     first = next((ln for ln in lines if any(c in ln for c in _UNREACHABLE)), None)
     if first is None:
         return None
-    waited = (f"waited about {src.kafka.broker_timeout_ms / 1000:g}s ({src.key('broker_timeout')})"
-              if src.kafka.broker_timeout_ms else f"waited Spark's default (about 3 min; {src.key('broker_timeout')})")
+    if src.kafka.broker_timeout_ms:
+        waited = f"waited about {src.kafka.broker_timeout_ms / 1000:g}s ({src.key('broker_timeout')})"
+    elif any(k == "default.api.timeout.ms" for k, _ in src.kafka.client):
+        waited = f"waited as {src.key('kafka')}.default.api.timeout.ms says"
+    else:
+        waited = f"waited Spark's default, about 3 min; see {src.key('broker_timeout')}"
     return (f"{where}: Kafka did not answer or does not have the topic ({waited}): {_bare(first)}; nothing "
             "was skipped: run the same command again when the broker is back")
 
