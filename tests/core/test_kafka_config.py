@@ -83,6 +83,8 @@ def test_topics_patterns_offsets_and_dotted_client_keys(tmp_path):
     (("format = \"kafka\"", 'format = "kafka"\nfail_on_data_loss = "no"'), "source.fail_on_data_loss"),
     (("format = \"kafka\"", 'format = "kafka"\nkafka."group.id" = "g"'), "source.kafka.group.id: set by"),
     (("format = \"kafka\"", 'format = "kafka"\nbrokers = "x"'), "unknown key source.brokers"),
+    (("format = \"kafka\"", 'format = "kafka"\nbroker_timeout = "2s"'), "source.broker_timeout: at least 3s"),
+    (("format = \"kafka\"", 'format = "kafka"\nbroker_timeout = "soon"'), "source.broker_timeout: "),
     (('event_time = "event_time"', ""), "source.event_time is required"),
 ])
 def test_kafka_errors_name_the_key(tmp_path, edit, message):
@@ -103,3 +105,16 @@ def test_kafka_among_several_sources_is_refused_in_one_line(tmp_path):
                                                                           ""))
     with pytest.raises(ConfigError, match=r"^source\.k\.format: a Kafka source is read in a single \[source\]"):
         load_config(p)
+
+
+def test_broker_timeout_bounds_how_long_the_connector_waits_for_a_broker(tmp_path):
+    """Unset: Spark's and Kafka's own timeouts (no option added); set: three attempts of a third each."""
+    assert not any("timeout" in k.lower() or "fetchOffset" in k for k in cfg(tmp_path).source.kafka.options())
+    opts = cfg(tmp_path, 'broker_timeout = "90s"').source.kafka.options()
+    assert (opts["fetchOffset.numRetries"], opts["fetchOffset.retryIntervalMs"]) == ("3", "1000")
+    assert (opts["kafka.default.api.timeout.ms"], opts["kafka.request.timeout.ms"]) == ("30000", "30000")
+    assert opts["kafkaConsumer.pollTimeoutMs"] == "90000"
+    short = cfg(tmp_path, 'broker_timeout = "6s"\nkafka = { "request.timeout.ms" = 1500 }').source.kafka.options()
+    assert short["kafka.default.api.timeout.ms"] == "2000" and short["kafka.request.timeout.ms"] == "1500"
+    long = cfg(tmp_path, 'broker_timeout = "10m"').source.kafka.options()
+    assert long["kafka.default.api.timeout.ms"] == "200000" and long["kafka.request.timeout.ms"] == "30000"

@@ -13,6 +13,7 @@ late rows and dead letters carry the topic, partition and offset they came from.
     starting_offsets = "earliest"         # earliest | latest | {payments = {"0" = 42, "1" = -2}}
     max_offsets_per_trigger = 10000       # optional
     fail_on_data_loss = true              # Spark's failOnDataLoss
+    broker_timeout = "3m"                 # optional: how long a broker that does not answer is waited for
     value_format = "json"                 # json | csv | raw (the value as the string column `value`)
     schema = "id STRING, amount DOUBLE, event_time DOUBLE"
     event_time = "event_time"             # a field of the value, or "kafka_timestamp"
@@ -28,7 +29,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowwater.config.errors import ConfigError, text
+from lowwater.config.errors import ConfigError, duration, text
 
 VALUE_FORMATS = ("json", "csv", "raw")
 KAFKA_TOPIC, KAFKA_PARTITION, KAFKA_OFFSET, KAFKA_TIMESTAMP, KAFKA_KEY = (
@@ -43,7 +44,9 @@ RAW_SCHEMA = "value STRING"
 KAFKA_KEYS = frozenset({
     "format", "name", "bootstrap_servers", "topic", "topics", "subscribe_pattern", "starting_offsets",
     "max_offsets_per_trigger", "fail_on_data_loss", "value_format", "schema", "event_time", "time_unit", "kafka",
+    "broker_timeout",
 })
+_ATTEMPTS = 3  # Spark's default fetchOffset.numRetries
 # Options lowwater sets itself: passing them under `kafka` would break the offsets it checkpoints.
 _OWN = {"group.id", "auto.offset.reset", "key.deserializer", "value.deserializer", "enable.auto.commit",
         "interceptor.classes", "key.serializer", "value.serializer"}
@@ -59,6 +62,7 @@ class KafkaSettings:
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     value_format: str = "json"
+    broker_timeout_ms: int | None = None  # unset: Spark's and Kafka's own timeouts (docs/kafka.md)
     # kafka.* pass-through, (key, value) pairs; values may be secrets: kept out of repr.
     client: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
@@ -79,8 +83,30 @@ class KafkaSettings:
         }
         if self.max_offsets_per_trigger is not None:
             opts["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
+        if self.broker_timeout_ms is not None:
+            opts.update(broker_wait_options(self.broker_timeout_ms))
         opts.update({f"kafka.{k}": v for k, v in self.client})
         return opts
+
+
+def broker_wait_options(timeout_ms: int) -> dict[str, str]:
+    """The connector's options that make a query wait about ``timeout_ms`` for a broker, then fail.
+
+    Planning a micro-batch asks the broker for the latest offsets with Kafka's
+    admin client; Spark's connector makes ``fetchOffset.numRetries`` (3)
+    attempts, ``fetchOffset.retryIntervalMs`` (1 s) apart, each bounded by
+    the client's ``default.api.timeout.ms``: a third of the timeout each
+    (``request.timeout.ms`` may not exceed it). Reading a planned range on
+    an executor waits up to ``kafkaConsumer.pollTimeoutMs`` for its records.
+    """
+    attempt_ms = max(1_000, timeout_ms // _ATTEMPTS)
+    return {
+        "fetchOffset.numRetries": str(_ATTEMPTS),
+        "fetchOffset.retryIntervalMs": "1000",
+        "kafka.default.api.timeout.ms": str(attempt_ms),
+        "kafka.request.timeout.ms": str(min(30_000, attempt_ms)),
+        "kafkaConsumer.pollTimeoutMs": str(timeout_ms),
+    }
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -141,6 +167,12 @@ def parse_kafka(where: str, s: dict[str, Any]) -> tuple[KafkaSettings, str]:
     if mopt is not None and (not isinstance(mopt, int) or isinstance(mopt, bool) or mopt < 1):
         msg = f"{where}.max_offsets_per_trigger: expected a positive integer, got {mopt!r}"
         raise ConfigError(msg)
+    timeout_ms = None
+    if "broker_timeout" in s:
+        timeout_ms = duration(where, "broker_timeout", s["broker_timeout"]) // 1000
+        if timeout_ms < 3_000:
+            msg = f"{where}.broker_timeout: at least 3s (three attempts of 1s or more), got {s['broker_timeout']!r}"
+            raise ConfigError(msg)
     fodl = s.get("fail_on_data_loss", True)
     if not isinstance(fodl, bool):
         msg = f"{where}.fail_on_data_loss: expected true or false, got {fodl!r}"
@@ -181,6 +213,7 @@ def parse_kafka(where: str, s: dict[str, Any]) -> tuple[KafkaSettings, str]:
         max_offsets_per_trigger=mopt,
         fail_on_data_loss=fodl,
         value_format=vfmt,
+        broker_timeout_ms=timeout_ms,
         client=tuple(sorted(client)),
     )
     return settings, schema

@@ -19,6 +19,7 @@ with its topic, partition and offset as columns; ``source_file`` is Kafka's
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -110,6 +111,7 @@ def jars_for(cfg: PipelineConfig) -> list[str]:
 _DATA_LOSS = ("data may have been lost", "failOnDataLoss", "KAFKA_DATA_LOSS", "PARTITIONS_DELETED",
               "START_OFFSET_RESET", "PARTITION_OFFSET_CHANGED", "COULD_NOT_READ_OFFSET_RANGE")
 _UNREACHABLE = ("TimeoutException", "UnknownTopicOrPartition", "Timed out waiting")
+_NO_CLIENT = ("Failed to create new KafkaAdminClient", "Failed to construct kafka consumer")
 
 
 def kafka_failure(cfg: PipelineConfig, e: BaseException) -> str | None:
@@ -124,11 +126,27 @@ def kafka_failure(cfg: PipelineConfig, e: BaseException) -> str | None:
         return (f"{where}: records the checkpoint expects are gone (topic deleted, truncated or recreated): "
                 f"{reason[:300]}; the query stopped instead of skipping them (fail_on_data_loss = true); set "
                 f"{src.key('fail_on_data_loss')} = false to skip what is gone (uncounted), or start a new checkpoint")
+    client = next((ln for ln in lines if any(c in ln for c in _NO_CLIENT)), None)
+    if client is not None:
+        return (f"{where}: Spark's Kafka client could not be created with the options under {src.key('kafka')} "
+                f"({_bare(client)}); e.g. default.api.timeout.ms may not be below request.timeout.ms")
     first = next((ln for ln in lines if any(c in ln for c in _UNREACHABLE)), None)
     if first is None:
         return None
-    return (f"{where}: Kafka did not answer or does not have the topic: {first[:300]}; nothing was skipped: "
-            "run the same command again when the broker is back")
+    if src.kafka.broker_timeout_ms:
+        waited = f"waited about {src.kafka.broker_timeout_ms / 1000:g}s ({src.key('broker_timeout')})"
+    elif any(k == "default.api.timeout.ms" for k, _ in src.kafka.client):
+        waited = f"waited as {src.key('kafka')}.default.api.timeout.ms says"
+    else:
+        waited = f"waited Spark's default, about 3 min; see {src.key('broker_timeout')}"
+    return (f"{where}: Kafka did not answer or does not have the topic ({waited}): {_bare(first)}; nothing "
+            "was skipped: run the same command again when the broker is back")
+
+
+def _bare(line: str) -> str:
+    """Spark's line about a failed query without its wrapping (query ids, SQLSTATE): the Kafka client's words."""
+    line = re.sub(r"^\[STREAM_FAILED\] Query \[[^\]]*\] terminated with exception: ", "", line)
+    return re.sub(r" SQLSTATE: \w+$", "", line)[:300]
 
 
 class KafkaSource:

@@ -93,10 +93,21 @@ STEP_CONF = {
 
 
 def _fault(point: str, step: int) -> None:
-    """Test-only crash injection: ``LOWWATER_FAULT=before_commit:3`` kills the process there."""
+    """Test-only crash injection: ``LOWWATER_FAULT=before_commit:3`` kills the process there.
+
+    ``before_commit:3:sigkill`` sends SIGKILL instead of exiting: to the
+    process group when this process leads it (a test started the driver in its
+    own session, so its JVM dies with it), else to this process.
+    """
     spec = os.environ.get("LOWWATER_FAULT")
-    if spec and spec == f"{point}:{step}":
+    if spec and spec in (f"{point}:{step}", f"{point}:{step}:sigkill"):
         log.error("LOWWATER_FAULT: crashing at %s of step %d", point, step)
+        if spec.endswith(":sigkill"):
+            import signal
+
+            if os.getpgrp() == os.getpid():
+                os.killpg(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
         os._exit(137)
 
 
