@@ -5,8 +5,9 @@ goes quiet, stragglers too late, a few bad values) read with 10 %, 25 % and
 100 % of it per trigger gives the same results, late rows, dead letters and
 accounting (1 % is a hundred steps: the per-partition cuts of any size, one
 record included, are the core property test's; docs/kafka.md records a 1 %
-run). Spark's connector cuts the small limits across partitions by backlog, not by record time, so the cut runs hold rows behind the arrival
-frontier (``held_rows`` in metrics) and never judge out of arrival order.
+run). Spark's connector cuts the small limits across partitions by backlog,
+not by record time, so the cut runs hold rows behind the arrival frontier
+(``held_rows`` in metrics) and never judge out of arrival order.
 The per-partition property is tested in the core (tests/core/test_kafka_frontier.py).
 """
 
