@@ -99,7 +99,8 @@ def test_a_secret_in_a_bad_client_option_is_not_echoed(tmp_path):
 def test_kafka_among_several_sources_has_its_own_keys_and_watermark(tmp_path):
     p = tmp_path / "p.toml"
     kafka = ('[[source]]\nname = "k"\nformat = "kafka"\nbootstrap_servers = "b:9092"\ntopic = "t"\n'
-             'schema = "x DOUBLE"\nevent_time = "x"\nwatermark = { max_out_of_orderness = "7s", partitions = [0, 1] }\n')
+             'schema = "x DOUBLE"\nevent_time = "x"\n'
+             'watermark = { max_out_of_orderness = "7s", partitions = [0, 1] }\n')
     files = ('[[source]]\nname = "f"\npath = "in"\nevent_time = "x"\narrival_time = "a"\n'
              'watermark = { max_out_of_orderness = "1s" }\n')
     rest = REST.replace('[watermark]\nmax_out_of_orderness = "3s"\n', "")
