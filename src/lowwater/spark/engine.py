@@ -157,6 +157,7 @@ class Engine:
         # Kafka: which partitions are caught up at a step (io/kafka_logs.py); their rows' lanes (spark/ready.py).
         kafka = [s.name for s in cfg.sources if s.kafka is not None]
         self.kafka_logs = KafkaLogs(spark, cfg) if kafka else None
+        self.logs: dict[str, bool] | None = None
         self.lane = lane_column(kafka, None if cfg.named_sources else cfg.source.name) if self.held else None
         types = {f.name: f.dataType for f in self.schema.fields}
         self.layout = StateLayout(
@@ -229,8 +230,8 @@ class Engine:
                 "%d row(s) held behind the arrival frontier: %r has delivered nothing after %s; they are "
                 "judged when it does, when it goes idle (its watermark's idle_timeout) or a Kafka partition is "
                 "caught up, or at --drain",
-                manifest.held_rows, lane_label(self.planner.frontier.holder(state) or "-"),
-                format_ts(self.planner.frontier.frontier_us(state)),
+                manifest.held_rows, lane_label(self.planner.frontier.holder(state, self.logs) or "-"),
+                format_ts(self.planner.frontier.frontier_us(state, self.logs)),
             )
         if once or drain:
             self.outputs.write_summary(self.summary(manifest))
@@ -293,6 +294,7 @@ class Engine:
                 admit_after_drain(cfg, compact.num_rows, self.after_drain)
             t_collect = time.monotonic()
             logs = None if release or self.kafka_logs is None else self.kafka_logs.logs(spark_batch)
+            self.logs = logs  # the Kafka partitions caught up at the last step (the held-rows warning names the holder)
             plan = replace(self.planner.plan(compact, tracker, prev, release=release, logs=logs), admit_us=admit_us)
             t_plan = time.monotonic()
             if plan.dead:
