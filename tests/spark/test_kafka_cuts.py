@@ -26,7 +26,14 @@ from .test_kafka import kafka_pipeline, outcome, stream
 pytestmark = pytest.mark.spark
 
 
-def test_ten_twenty_five_and_a_hundred_percent_of_the_topic_per_trigger_agree(spark, kafka_broker, tmp_path):
+class Stop(Exception):
+    """Stands for the driver stopping after a committed step (its held rows are in the checkpoint)."""
+
+
+def test_ten_twenty_five_and_a_hundred_percent_of_the_topic_per_trigger_agree(spark, kafka_broker, tmp_path,
+                                                                             monkeypatch):
+    commit = Engine._commit
+
     rows = stream(100)
     records = [(r["partition"], r["arrival_time"], json.dumps(
         {"event_time": r["event_time"], "key": r["key"], "amount": r["amount"]})) for r in rows]
@@ -37,8 +44,21 @@ def test_ten_twenty_five_and_a_hundred_percent_of_the_topic_per_trigger_agree(sp
     answers = {}
     for share, limit in (("10%", total // 10), ("25%", total // 4), ("100%", None)):
         root = tmp_path / share.rstrip("%")
-        manifest = Engine(load_config(kafka_pipeline(root, kafka_broker, "cuts", per_trigger=limit)), spark).run(
-            drain=True)
+        cfg = kafka_pipeline(root, kafka_broker, "cuts", per_trigger=limit)
+        if share == "10%":  # stopped after the first step that holds rows, then the same command again
+            def commit_then_stop(self, report, *args, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+                commit(self, report, *args, **kwargs)
+                if self.store.latest().held_rows:
+                    raise Stop(f"step {report.step}")
+
+            monkeypatch.setattr(Engine, "_commit", commit_then_stop)
+            with pytest.raises(Exception, match="Stop|step"):
+                Engine(load_config(cfg), spark).run(once=True)
+            monkeypatch.undo()
+            held = Engine(load_config(cfg), spark)
+            assert held.store.latest().held_rows > 0  # stopped with rows held behind a lagging partition
+            held.close()
+        manifest = Engine(load_config(cfg), spark).run(drain=True)
         results, late, metrics = outcome(spark, root, "kafka_partition")
         dead = pd.read_parquet(root / "out" / "dead_letter")
         answers[share] = (results, late, sorted(zip(dead.kafka_partition, dead.kafka_offset, dead.reason,

@@ -226,12 +226,13 @@ class Engine:
         manifest = self.drain() if drain else self.store.latest()
         if manifest.held_rows and self.planner.frontier is not None:
             state = FrontierState.from_json(manifest.frontier)
+            holder = self.planner.frontier.holder(state, self.logs) or "-"
+            who = f"source {holder!r}" if holder == lane_label(holder) else f"Kafka partition {lane_label(holder)}"
             log.warning(
-                "%d row(s) held behind the arrival frontier: %r has delivered nothing after %s; they are "
-                "judged when it does, when it goes idle (its watermark's idle_timeout) or a Kafka partition is "
-                "caught up, or at --drain",
-                manifest.held_rows, lane_label(self.planner.frontier.holder(state, self.logs) or "-"),
-                format_ts(self.planner.frontier.frontier_us(state, self.logs)),
+                "%d row(s) held behind the arrival frontier: %s has delivered nothing after %s; they are "
+                "judged when it does, when it goes idle (its watermark's idle_timeout; a Kafka partition: when "
+                "it is caught up), or at --drain",
+                manifest.held_rows, who, format_ts(self.planner.frontier.frontier_us(state, self.logs)),
             )
         if once or drain:
             self.outputs.write_summary(self.summary(manifest))
