@@ -27,7 +27,7 @@ from typing import Any
 
 from rich.console import Console
 
-from lowwater.config import load_config
+from lowwater.config import ConfigError, load_config
 from lowwater.demo.generator import PaymentsSpec, generate_payments
 
 log = logging.getLogger("lowwater")
@@ -138,8 +138,11 @@ def run_kafka_demo(
     directory.mkdir(parents=True)
     spec = PaymentsSpec(duration_s=duration_s, rate_per_s=rate_per_s)
     rows = generate_payments(spec)
-    broker = TestBroker(directory / "broker")
-    broker.start()
+    try:
+        broker = TestBroker(directory / "broker")  # its jars missing: one line, as for the connector's
+        broker.start()
+    except RuntimeError as e:
+        raise ConfigError(f"demo --kafka: {str(e).splitlines()[0]}") from None
     producer = Producer(broker.bootstrap, rows, speed)
     try:
         broker.create_topic(TOPIC, spec.partitions)
