@@ -87,15 +87,15 @@ class StepPlanner:
 
         The same strings as ``core/frontier.kafka_lane`` and ``spark/ready.lane_column``.
         """
-        n = compact.num_rows
-        source = compact.column("_source") if "_source" in compact.column_names else pa.array(
-            [self.cfg.source.name] * n, pa.string())
+        single = "_source" not in compact.column_names  # one [source] table: a Kafka topic
+        source = pa.scalar(self.cfg.source.name) if single else compact.column("_source")
         if not self.kafka:
             return source.to_numpy(zero_copy_only=False)
         part = pc.utf8_lpad(pc.cast(compact.column("_part"), pa.string()), 10, "0")
         lane = pc.binary_join_element_wise(source, part, compact.column("_file"), LANE_SEP)
-        is_kafka = pc.is_in(source, value_set=pa.array(self.kafka, pa.string()))
-        return pc.if_else(is_kafka, lane, source).to_numpy(zero_copy_only=False)
+        if not single:
+            lane = pc.if_else(pc.is_in(source, value_set=pa.array(self.kafka, pa.string())), lane, source)
+        return lane.to_numpy(zero_copy_only=False)
 
     def _hold(
         self, compact: pa.Table, prev: Manifest, release: bool, logs: dict[str, bool] | None,
