@@ -98,12 +98,22 @@ def test_a_secret_in_a_bad_client_option_is_not_echoed(tmp_path):
     assert "source.kafka.sasl.jaas.config" in str(e.value) and "secret-pw-123" not in str(e.value)
 
 
-def test_kafka_among_several_sources_is_refused_in_one_line(tmp_path):
+def test_kafka_among_several_sources_has_its_own_keys_and_watermark(tmp_path):
     p = tmp_path / "p.toml"
-    p.write_text('[[source]]\nname = "k"\nformat = "kafka"\nbootstrap_servers = "b:9092"\ntopic = "t"\n'
-                 'schema = "x DOUBLE"\nevent_time = "x"\n' + REST.replace('[watermark]\nmax_out_of_orderness = "3s"\n',
-                                                                          ""))
-    with pytest.raises(ConfigError, match=r"^source\.k\.format: a Kafka source is read in a single \[source\]"):
+    kafka = ('[[source]]\nname = "k"\nformat = "kafka"\nbootstrap_servers = "b:9092"\ntopic = "t"\n'
+             'schema = "x DOUBLE"\nevent_time = "x"\n'
+             'watermark = { max_out_of_orderness = "7s", partitions = [0, 1] }\n')
+    files = ('[[source]]\nname = "f"\npath = "in"\nevent_time = "x"\narrival_time = "a"\n'
+             'watermark = { max_out_of_orderness = "1s" }\n')
+    rest = REST.replace('[watermark]\nmax_out_of_orderness = "3s"\n', "")
+    p.write_text(kafka + files + rest)
+    cfg_ = load_config(p)
+    k, f = cfg_.sources
+    assert cfg_.multi_source and k.kafka is not None and f.kafka is None
+    assert (k.partition, k.arrival_time, k.watermark.max_out_of_orderness_us) == ("kafka_partition", "kafka_timestamp",
+                                                                                  7_000_000)
+    p.write_text(kafka.replace('topic = "t"\n', 'topic = "t"\npath = "x"\n') + files + rest)
+    with pytest.raises(ConfigError, match=r"^source\.k\.path: not a key of a Kafka source"):
         load_config(p)
 
 

@@ -85,17 +85,32 @@ def demo(
         bool, typer.Option("--no-dashboard", help="Do not serve the dashboard at the end (the report is written).")
     ] = False,
     dashboard_port: Annotated[int, typer.Option("--dashboard-port", help="Port of the dashboard (0: any).")] = 8050,
+    kafka: Annotated[bool, typer.Option("--kafka", help=(
+        "Produce the stream into a local Kafka broker (8 partitions) and read it continuously; Ctrl-C stops."
+    ))] = False,
+    speed: Annotated[float, typer.Option(help="--kafka: seconds of arrival time produced per second.")] = 10.0,
+    seconds: Annotated[float | None, typer.Option(help=(
+        "--kafka: stop once the stream is produced and read, or after this many seconds."
+    ))] = None,
 ) -> None:
     """Generate a realistic payments stream and run it through lowwater on local Spark.
 
     At the end it writes a static report (OUTPUT/report.html) and, when stdin
     is a terminal, serves the dashboard until Ctrl-C (not with --no-dashboard).
+    With --kafka the stream goes through a local Kafka broker, read continuously
+    with the per-partition watermarks logged each step (docs/kafka.md).
     """
     _setup_logging(not quiet)
     from lowwater.demo.runner import run_demo
 
     try:
-        summary = run_demo(directory, duration_s=duration, rate_per_s=rate, master=master, console=out)
+        if kafka:
+            from lowwater.demo.kafka import run_kafka_demo
+
+            summary = run_kafka_demo(directory, duration_s=duration, rate_per_s=rate, speed=speed, run_for_s=seconds,
+                                     master=master, console=out)
+        else:
+            summary = run_demo(directory, duration_s=duration, rate_per_s=rate, master=master, console=out)
     except ConfigError as e:
         raise _fail(str(e)) from None
     output_path = summary["output_path"]

@@ -158,11 +158,7 @@ def _parse_named(index: int, t: dict[str, Any], base: Path) -> SourceConfig:
         msg = f"source.name: required in every [[source]] table (source number {index + 1} has none)"
         raise ConfigError(msg)
     name = _name(t["name"])
-    if t.get("format") == "kafka":
-        msg = (f"source.{name}.format: a Kafka source is read in a single [source] table for now "
-               "(not among [[source]] tables)")
-        raise ConfigError(msg)
-    check_keys(f"source.{name}", t, NAMED_SOURCE_KEYS)
+    check_keys(f"source.{name}", t, (_allowed(t) | {"watermark"}) if t.get("format") == "kafka" else NAMED_SOURCE_KEYS)
     src = parse_source(t, base, name=name, named=True)
     strategy = parse_strategy(t.get("watermark", {}), src.watermark_key)
     check_strategy(src, strategy, src.watermark_key)

@@ -26,17 +26,57 @@ that arrived later: counted as an arrival regression, like a file that lands
 out of order. This is the one place where a cut can change a result, and only
 with a source idle by its configured timeout, as in Flink.
 
+**Kafka partitions are lanes of their own.** Spark's Kafka connector cuts a
+micro-batch across partitions by offsets (``maxOffsetsPerTrigger`` in
+proportion to each partition's backlog), not by record time, so the partitions
+of one topic are independently cut logs, like several sources. Each Kafka
+partition is a *lane* (:func:`kafka_lane`) that holds the frontier at its
+latest delivered arrival while it still has a *backlog* (records beyond what
+was delivered); a partition that is *caught up* (Spark's end offset for the
+step reached the partition's end offset when the step ran) holds nobody back:
+it has nothing earlier to deliver. Which partitions are caught up is told at
+each step (``logs``: lane -> caught up); no idle timeout applies to a Kafka
+lane's hold, since its backlog is known. This is exact when each partition's
+record timestamps do not decrease with the offset and a record appended to a
+caught-up partition is not stamped before the rows already judged (always so
+with ``LogAppendTime``; with ``CreateTime`` when producers stamp the current
+time): otherwise the late-stamped record is judged when it comes and the step
+counts an arrival regression.
+
+Ties: arrival order is ``(arrival_time, source, partition, offset)``. A lane's
+*tie key* (:func:`tie_key`) is its ``(source, partition)``: a row at the same
+arrival as another lane's bound goes first only when its tie key sorts first
+(the Kafka partitions of two topics of one source share a partition number:
+then neither goes first, the row waits).
+
 Pure numpy; the engine keeps :class:`FrontierState` in its manifest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from lowwater.time import NEG_INF, POS_INF
+
+LANE_SEP = "\x00"  # sorts before every printable character: (source, partition) order is kept
+
+
+def kafka_lane(source: str, partition: int, topic: str) -> str:
+    """A Kafka partition's lane: ``source, partition (zero-padded), topic-partition``, NUL-separated."""
+    return f"{source}{LANE_SEP}{partition:010d}{LANE_SEP}{topic}-{partition}"
+
+
+def tie_key(lane: str) -> str:
+    """What arrival order compares at equal arrival times: the source (a file source) or (source, partition)."""
+    return LANE_SEP.join(lane.split(LANE_SEP)[:2])
+
+
+def lane_label(lane: str) -> str:
+    """A lane as logs and metrics show it: the source's name, or Kafka's ``topic-partition``."""
+    return lane.rsplit(LANE_SEP, 1)[-1]
 
 
 @dataclass
@@ -63,16 +103,15 @@ class ArrivalFrontier:
     idle_timeout_us: Mapping[str, int | None]
 
     def deliver(self, state: FrontierState, sources: np.ndarray, arrival_us: np.ndarray) -> None:
-        """Record a micro-batch's delivered rows (any order; dead letters excluded by the caller)."""
+        """Record a micro-batch's delivered rows per lane (any order; dead letters excluded by the caller)."""
         if not len(arrival_us):
             return
         arr = np.asarray(arrival_us, dtype=np.int64)
         names = np.asarray(sources)
         state.start_us = int(arr.min()) if state.start_us <= NEG_INF else min(state.start_us, int(arr.min()))
-        for name in self.idle_timeout_us:
+        for name in np.unique(names).tolist():
             mine = arr[names == name]
-            if len(mine):
-                state.latest_us[name] = max(state.latest_us.get(name, NEG_INF), int(mine.max()))
+            state.latest_us[name] = max(state.latest_us.get(name, NEG_INF), int(mine.max()))
 
     def clock_us(self, state: FrontierState) -> int:
         """The arrival clock: the latest arrival any source has delivered."""
@@ -91,37 +130,47 @@ class ArrivalFrontier:
                 out.append(name)
         return out
 
-    def frontier_us(self, state: FrontierState) -> int:
-        """``F``, the earliest latest arrival of the sources that hold it (``POS_INF``: none does)."""
-        idle = set(self.idle(state))
-        holding = [state.latest_us.get(name, NEG_INF) for name in self.idle_timeout_us if name not in idle]
-        return min(holding, default=POS_INF)
+    def holding(self, state: FrontierState, logs: Mapping[str, bool] | None = None) -> list[tuple[int, str]]:
+        """The lanes that hold the frontier, as sorted ``(latest arrival, lane)``.
 
-    def holder(self, state: FrontierState) -> str | None:
-        """The source holding the frontier (the first by name on ties), for metrics and logs."""
-        idle = set(self.idle(state))
-        holding = sorted(
-            (state.latest_us.get(name, NEG_INF), name) for name in self.idle_timeout_us if name not in idle
-        )
-        return holding[0][1] if holding else None
-
-    def bounds(self, state: FrontierState) -> dict[str, tuple[int, str] | None]:
-        """Per source, the ``(arrival, source)`` its rows must sort before to be judged (None: no bound).
-
-        The bound of ``s`` is the least ``(latest_t, t)`` over the other
-        holding sources ``t``: ``t`` can only deliver rows from there on.
+        The file sources that are not idle, and the Kafka lanes of ``logs``
+        (lane -> caught up) that still have a backlog.
         """
         idle = set(self.idle(state))
-        holding = sorted(
-            (state.latest_us.get(name, NEG_INF), name) for name in self.idle_timeout_us if name not in idle
-        )
+        out = [(state.latest_us.get(name, NEG_INF), name) for name in self.idle_timeout_us if name not in idle]
+        out += [(state.latest_us.get(lane, NEG_INF), lane) for lane, done in (logs or {}).items() if not done]
+        return sorted(out)
+
+    def frontier_us(self, state: FrontierState, logs: Mapping[str, bool] | None = None) -> int:
+        """``F``, the earliest latest arrival of the lanes that hold it (``POS_INF``: none does)."""
+        holding = self.holding(state, logs)
+        return holding[0][0] if holding else POS_INF
+
+    def holder(self, state: FrontierState, logs: Mapping[str, bool] | None = None) -> str | None:
+        """The lane holding the frontier (the first by name on ties), for metrics and logs."""
+        holding = self.holding(state, logs)
+        return holding[0][1] if holding else None
+
+    def bounds(
+        self, state: FrontierState, logs: Mapping[str, bool] | None = None, lanes: Iterable[str] = (),
+    ) -> dict[str, tuple[int, str] | None]:
+        """Per lane, the ``(arrival, lane)`` its rows must sort before to be judged (None: no bound).
+
+        The bound of ``s`` is the least ``(latest_t, t)`` over the other
+        holding lanes ``t``: ``t`` can only deliver rows from there on. Every
+        file source, every lane of ``logs`` and every lane of ``lanes`` (those
+        of the rows to judge) gets one.
+        """
+        holding = self.holding(state, logs)
         out: dict[str, tuple[int, str] | None] = {}
-        for name in self.idle_timeout_us:
+        for name in [*self.idle_timeout_us, *(logs or {}), *lanes]:
             others = [(a, t) for a, t in holding if t != name]
             out[name] = others[0] if others else None
         return out
 
-    def ready(self, state: FrontierState, sources: np.ndarray, arrival_us: np.ndarray) -> np.ndarray:
+    def ready(
+        self, state: FrontierState, sources: np.ndarray, arrival_us: np.ndarray, logs: Mapping[str, bool] | None = None,
+    ) -> np.ndarray:
         """Mask of rows that may be judged now.
 
         A row of source ``s`` arriving at ``a`` is ready when every *other*
@@ -133,14 +182,15 @@ class ArrivalFrontier:
         """
         arr = np.asarray(arrival_us, dtype=np.int64)
         names = np.asarray(sources)
-        bounds = self.bounds(state)
+        present = np.unique(names).tolist()
+        bounds = self.bounds(state, logs, present)
         out = np.zeros(len(arr), dtype=bool)
-        for name in np.unique(names).tolist():
+        for name in present:
             rows = names == name
             bound = bounds.get(name)
             if bound is None:
                 out[rows] = True
                 continue
             at, first = bound
-            out[rows] = (arr[rows] < at) | ((arr[rows] == at) & (name < first))
+            out[rows] = (arr[rows] < at) | ((arr[rows] == at) & (tie_key(name) < tie_key(first)))
         return out

@@ -27,7 +27,7 @@ from pathlib import Path
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
+from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
 from lowwater.config.kafka import (
@@ -69,6 +69,12 @@ def kafka_schema(src: SourceConfig) -> StructType:
     fields = list(value_schema(src).fields)
     record = _parse_datatype_string(", ".join(f"{n} {t}" for n, t in KAFKA_COLUMNS.items()))
     return StructType(fields + list(record.fields))
+
+
+def kafka_rows_layout(schema: StructType) -> StructType:
+    """The schema of :meth:`KafkaSource.rows`: ``schema`` (:func:`kafka_schema`), then the corrupt text and order."""
+    return StructType([*schema.fields, StructField(CORRUPT, StringType()), StructField("_file", StringType()),
+                       StructField("_block", LongType())])
 
 
 def jars_dir() -> Path:

@@ -1,4 +1,4 @@
-"""Several landing directories as one stream: the sources of a ``[[source]]`` pipeline.
+"""Several landing directories (and Kafka topics) as one stream: the sources of a ``[[source]]`` pipeline.
 
 Each source keeps its own file log (``<checkpoint>/lowwater/sources/<name>/``)
 and its own Python streaming source, so Spark checkpoints each one's offsets
@@ -9,7 +9,10 @@ reads each source's files with its own format and schema, normalises them
 with its own columns (``spark/parse.normalise_source``) and lays them out in
 one schema (:func:`union_layout`): the window's key and value columns, every
 source's other columns (null where a source lacks one) and the engine's
-columns, ``_source`` among them. Which rows may be judged now is the arrival
+columns, ``_source`` among them. A Kafka source (``format = "kafka"``) streams
+its records through Spark's connector (its offsets checkpointed by Spark
+next to the file logs' positions) and its rows are laid out the same way.
+Which rows may be judged now is the arrival
 frontier's business (``core/frontier.py``), not the source's.
 """
 
@@ -25,6 +28,7 @@ from pyspark.sql import types as T
 
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.io.files import CORRUPT
+from lowwater.io.kafka import KafkaSource
 from lowwater.io.landing import LandingSource
 from lowwater.io.source import Admitted
 from lowwater.spark.parse import normalise_source
@@ -45,6 +49,10 @@ ENGINE_COLUMNS = T.StructType([
     T.StructField("_skew_us", T.LongType()),
 ])
 
+
+# A Kafka record's columns in the union of the sources' streams (null on a file source's positions).
+_RECORD = (("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "long"),
+           ("timestamp", "timestamp"))
 
 SOURCE = "source"  # the output column naming each row's source (late rows, dead letters)
 
@@ -94,19 +102,33 @@ class UnionSource:
         self.values = tuple(cfg.window.value_columns)
         self.layout = union_layout(union_payload(spark, schemas))
         self.parts = {
-            s.name: LandingSource(spark, s, schemas[s.name], source_state_dir(state_dir, s.name)) for s in cfg.sources
+            s.name: LandingSource(spark, s, schemas[s.name], source_state_dir(state_dir, s.name))
+            for s in cfg.sources if s.kafka is None
         }
+        # Kafka sources: Spark's connector streams the records themselves (io/kafka.py), not positions.
+        self.topics = {s.name: KafkaSource(spark, s, schemas[s.name], "") for s in cfg.sources if s.kafka is not None}
         self.configs = {s.name: s for s in cfg.sources}
 
     def stream(self) -> DataFrame:
-        frames = [src.stream().select(F.lit(name).alias("_src"), "position") for name, src in self.parts.items()]
+        """The union of every source's stream: ``_src``, a file log ``position`` or a Kafka record's columns."""
+        frames = [src.stream().select(F.lit(name).alias("_src"), F.col("position"),
+                                      *[F.lit(None).cast(t).alias(c) for c, t in _RECORD])
+                  for name, src in self.parts.items()]
+        frames += [src.stream().select(F.lit(name).alias("_src"), F.lit(None).cast("long").alias("position"),
+                                       *[F.col(c).cast(t).alias(c) for c, t in _RECORD])
+                   for name, src in self.topics.items()]
         return reduce(lambda a, b: a.union(b), frames)
 
     def admit(self, batch: DataFrame) -> Admitted:
         positions: dict[str, list[int]] = {name: [] for name in self.parts}
-        for row in batch.collect():
-            positions[row[0]].append(int(row[1]))
+        if self.parts:  # only the positions are collected; Kafka records stay on the executors
+            for row in batch.filter(F.col("_src").isin(*self.parts)).select("_src", "position").collect():
+                positions[row[0]].append(int(row[1]))
         frames, files, out_of_order, n_ooo = [], [], [], 0
+        for name, topic in self.topics.items():
+            rows = topic.rows(batch.filter(F.col("_src") == F.lit(name)))
+            rows = normalise_source(rows, self.configs[name], self.values, named=True)
+            frames.append(to_layout(rows, self.layout, name))
         for name, src in self.parts.items():
             got = src.admit_positions(positions[name])
             rows = normalise_source(got.rows, self.configs[name], self.values, named=True)

@@ -42,11 +42,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lowwater.config import PipelineConfig
-from lowwater.core.frontier import FrontierState
+from lowwater.core.frontier import FrontierState, lane_label
 from lowwater.core.lateness import DRAINED_REASON
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.io.checkpoint import admit_after_drain, check_fingerprint, fingerprint
 from lowwater.io.files import CORRUPT, PARSE_CONF, resolve_schema, resolve_source_schema
+from lowwater.io.kafka import kafka_rows_layout
+from lowwater.io.kafka_logs import KafkaLogs
 from lowwater.io.landing import check_resumable
 from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
@@ -62,7 +64,7 @@ from lowwater.spark.operators import OPERATORS, WindowOperator
 from lowwater.spark.parse import normalise, normalise_source, unit_matters
 from lowwater.spark.planner import StepPlanner
 from lowwater.spark.query import QueryControl, StopRequested
-from lowwater.spark.ready import judged_rows
+from lowwater.spark.ready import judged_rows, lane_column
 from lowwater.spark.state import Manifest
 from lowwater.spark.step import (
     ORDER_KEYS,
@@ -159,6 +161,15 @@ class Engine:
             self.schemas = {cfg.source.name: self.schema}
             unit = {cfg.source.name: unit_matters(self.schema[cfg.source.event_time].dataType)}
             schema_text = self.schema.simpleString()
+            if cfg.source.kafka is not None:  # each partition a lane of the arrival frontier: rows may be held
+                self.input_layout = kafka_rows_layout(self.schema)  # what KafkaSource.admit gives
+                held_layout = normalise(spark.createDataFrame([], self.input_layout), cfg).schema
+                self.held = HeldRows(spark, f"{self.lw_dir}/held", held_layout)
+        # Kafka: which partitions are caught up at a step (io/kafka_logs.py); their rows' lanes (spark/ready.py).
+        kafka = [s.name for s in cfg.sources if s.kafka is not None]
+        self.kafka_logs = KafkaLogs(spark, cfg) if kafka else None
+        self.logs: dict[str, bool] | None = None
+        self.lane = lane_column(kafka, None if cfg.named_sources else cfg.source.name) if self.held else None
         types = {f.name: f.dataType for f in self.schema.fields}
         self.layout = StateLayout(
             keys=cfg.window.key,
@@ -197,6 +208,8 @@ class Engine:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+        if getattr(self, "kafka_logs", None) is not None:
+            self.kafka_logs.close()
 
     # -- running -------------------------------------------------------------------
 
@@ -224,11 +237,13 @@ class Engine:
         manifest = self.drain() if drain else self.store.latest()
         if manifest.held_rows and self.planner.frontier is not None:
             state = FrontierState.from_json(manifest.frontier)
+            holder = self.planner.frontier.holder(state, self.logs) or "-"
+            who = f"source {holder!r}" if holder == lane_label(holder) else f"Kafka partition {lane_label(holder)}"
             log.warning(
-                "%d row(s) held behind the arrival frontier: source %r has delivered nothing after %s; they are "
-                "judged when it does, when it goes idle (its watermark's idle_timeout), or at --drain",
-                manifest.held_rows, self.planner.frontier.holder(state),
-                format_ts(self.planner.frontier.frontier_us(state)),
+                "%d row(s) held behind the arrival frontier: %s has delivered nothing after %s; they are "
+                "judged when it does, when it goes idle (its watermark's idle_timeout; a Kafka partition: when "
+                "it is caught up), or at --drain",
+                manifest.held_rows, who, format_ts(self.planner.frontier.frontier_us(state, self.logs)),
             )
         if once or drain:
             self.outputs.write_summary(self.summary(manifest))
@@ -290,7 +305,9 @@ class Engine:
             if prev.drained and compact.num_rows:  # refused before anything is written (io/checkpoint.py)
                 admit_after_drain(cfg, compact.num_rows, self.after_drain)
             t_collect = time.monotonic()
-            plan = replace(self.planner.plan(compact, tracker, prev, release=release), admit_us=admit_us)
+            logs = None if release or self.kafka_logs is None else self.kafka_logs.logs(spark_batch)
+            self.logs = logs  # the Kafka partitions caught up at the last step (the held-rows warning names the holder)
+            plan = replace(self.planner.plan(compact, tracker, prev, release=release, logs=logs), admit_us=admit_us)
             t_plan = time.monotonic()
             if plan.dead:
                 self._write_dead_letters(parsed, step)
@@ -298,9 +315,11 @@ class Engine:
                 self.sinks.clear("dead_letter", step)
             held = None
             if self.held is not None:
-                held = self.held.write(step, judged_rows(parsed, plan.ready_bounds, held=True), plan.held)
-            result = self.operator.step(judged_rows(parsed, plan.ready_bounds, markers=self.planner.markers),
-                                        plan, prev, step, cache)
+                held = self.held.write(step, judged_rows(parsed, plan.ready_bounds, held=True, lane=self.lane),
+                                       plan.held)
+            result = self.operator.step(
+                judged_rows(parsed, plan.ready_bounds, markers=self.planner.markers, lane=self.lane),
+                plan, prev, step, cache)
         finally:
             for c in cache:
                 c.unpersist()

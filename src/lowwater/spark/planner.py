@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lowwater.config import PipelineConfig
-from lowwater.core.frontier import ArrivalFrontier, FrontierState
+from lowwater.core.frontier import LANE_SEP, ArrivalFrontier, FrontierState
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import PartitionCodes, WatermarkTracker
@@ -54,9 +54,12 @@ class StepPlanner:
         self.unit_matters = unit_matters  # per source: its event-time column is numeric (time_unit applies)
         self.clock = clock
         self.markers = any(s.marker for s in cfg.sources)
-        # Several sources: rows wait behind the arrival frontier (core/frontier.py).
+        # Several sources, or a Kafka source (each partition a lane): rows wait behind the arrival
+        # frontier (core/frontier.py).
+        self.kafka = [s.name for s in cfg.sources if s.kafka is not None]
         self.frontier = (
-            ArrivalFrontier({s.name: s.watermark.idle_timeout_us for s in cfg.sources}) if cfg.multi_source else None
+            ArrivalFrontier({s.name: s.watermark.idle_timeout_us for s in cfg.sources if s.kafka is None})
+            if cfg.multi_source or self.kafka else None
         )
 
     def compact_columns(self) -> list[str]:
@@ -73,30 +76,52 @@ class StepPlanner:
             cols.append("_marker")
         if self.cfg.multi_source:
             cols += ["_source", "_part", "_carried"]
+        elif self.kafka:
+            cols += ["_part", "_carried"]
+        if self.kafka and "_file" not in cols:
+            cols += ["_file", "_block"]  # Kafka's topic-partition: a lane of the frontier
         return cols
 
-    def _hold(self, compact: pa.Table, prev: Manifest, release: bool) -> tuple[pa.Table, int, dict, dict | None]:
-        """Several sources: deliver the new rows to the frontier; the valid rows it lets through, held count.
+    def lanes(self, compact: pa.Table) -> np.ndarray:
+        """Each row's lane of the arrival frontier: its source, or for Kafka its source's topic-partition.
 
-        Returns (rows to judge, rows held, the frontier's state, its per-source bounds or None when
-        every row is judged). ``release`` (the drain) judges everything held.
+        The same strings as ``core/frontier.kafka_lane`` and ``spark/ready.lane_column``.
+        """
+        single = "_source" not in compact.column_names  # one [source] table: a Kafka topic
+        source = pa.scalar(self.cfg.source.name) if single else compact.column("_source")
+        if not self.kafka:
+            return source.to_numpy(zero_copy_only=False)
+        part = pc.utf8_lpad(pc.cast(compact.column("_part"), pa.string()), 10, "0")
+        lane = pc.binary_join_element_wise(source, part, compact.column("_file"), LANE_SEP)
+        if not single:
+            lane = pc.if_else(pc.is_in(source, value_set=pa.array(self.kafka, pa.string())), lane, source)
+        return lane.to_numpy(zero_copy_only=False)
+
+    def _hold(
+        self, compact: pa.Table, prev: Manifest, release: bool, logs: dict[str, bool] | None,
+    ) -> tuple[pa.Table, int, dict, dict | None]:
+        """Deliver the new rows to the frontier; the valid rows it lets through, held count.
+
+        Returns (rows to judge, rows held, the frontier's state, its per-lane bounds or None when
+        every row is judged). ``release`` (the drain) judges everything held. ``logs``: the Kafka
+        partitions' lanes, True when caught up (io/kafka_logs.py).
         """
         assert self.frontier is not None
         state = FrontierState.from_json(prev.frontier)
-        new = compact.filter(pc.invert(compact.column("_carried")))
-        self.frontier.deliver(
-            state, new.column("_source").to_numpy(zero_copy_only=False), new.column("_arrival_us").to_numpy()
-        )
+        lanes = self.lanes(compact)
+        new = pc.invert(compact.column("_carried")).to_numpy(zero_copy_only=False)
+        self.frontier.deliver(state, lanes[new], compact.column("_arrival_us").to_numpy()[new])
         if release:
             return compact, 0, state.to_json(), None
-        bounds = self.frontier.bounds(state)
-        ready = self.frontier.ready(
-            state, compact.column("_source").to_numpy(zero_copy_only=False), compact.column("_arrival_us").to_numpy()
-        )
+        ready = self.frontier.ready(state, lanes, compact.column("_arrival_us").to_numpy(), logs)
+        bounds = self.frontier.bounds(state, logs, np.unique(lanes).tolist())
         held = int((~ready).sum())
         return compact.filter(pa.array(ready)), held, state.to_json(), bounds
 
-    def plan(self, compact: pa.Table, tracker: WatermarkTracker, prev: Manifest, release: bool = False) -> StepPlan:
+    def plan(
+        self, compact: pa.Table, tracker: WatermarkTracker, prev: Manifest, release: bool = False,
+        logs: dict[str, bool] | None = None,
+    ) -> StepPlan:
         """Arrival order, ``W(r)``, verdicts, accounting and the state buckets to read (advances ``tracker``).
 
         With several sources only the rows the arrival frontier lets through are
@@ -110,7 +135,7 @@ class StepPlanner:
             self._check_time_units(valid, compact)
         held, frontier, bounds = 0, None, None
         if self.frontier is not None:
-            valid, held, frontier, bounds = self._hold(valid, prev, release)
+            valid, held, frontier, bounds = self._hold(valid, prev, release, logs)
         n = valid.num_rows
 
         def col(name: str) -> np.ndarray | None:
@@ -120,7 +145,7 @@ class StepPlanner:
         # Partitions as dense codes that sort like their values, computed by Arrow: never a
         # numpy object array per row (np.unique over 1M Python strings costs ~1 s).
         psort = valid.column("_psort")
-        if self.frontier is not None:  # several sources: (source, partition), the source first
+        if self.cfg.multi_source:  # several sources: (source, partition), the source first
             psort = pc.binary_join_element_wise(valid.column("_source"), psort, "\x00")
         uniq = _sorted_unique(psort)
         pcode = _codes(psort, uniq)
@@ -134,7 +159,7 @@ class StepPlanner:
         regressed = earliest is not None and NEG_INF < latest_before and earliest < latest_before
         order = arrival_order(n, arrival, pcode, col("_offset"), source_order)
         sources = None
-        if self.frontier is not None:
+        if self.cfg.multi_source:
             names = PartitionCodes.of(valid.column("_part").to_numpy(zero_copy_only=False)[order])
             sources = valid.column("_source").to_numpy(zero_copy_only=False)[order]
         else:

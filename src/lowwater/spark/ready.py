@@ -11,19 +11,37 @@ the driver judged (they check every row id against the driver's lookup).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from lowwater.core.frontier import LANE_SEP, tie_key
 
-def ready_column(bounds: dict[str, tuple[int, str] | None]) -> Column:
-    """True on rows the frontier lets through: ``(arrival, source) < bound`` of their source."""
+
+def lane_column(kafka: Sequence[str], single: str | None = None) -> Column:
+    """Each row's lane (``core/frontier.py``): its ``_source``, or for Kafka ``source, partition, topic-partition``.
+
+    ``kafka``: the Kafka sources' names; ``single``: the name of the only
+    source of a ``[source]`` table (its rows have no ``_source`` column).
+    """
+    source = F.lit(single) if single is not None else F.col("_source")
+    if not kafka:
+        return source
+    lane = F.concat_ws(LANE_SEP, source, F.lpad(F.col("_part").cast("string"), 10, "0"), F.col("_file"))
+    return lane if single is not None else F.when(source.isin(*kafka), lane).otherwise(source)
+
+
+def ready_column(bounds: dict[str, tuple[int, str] | None], lane: Column | None = None) -> Column:
+    """True on rows the frontier lets through: ``(arrival, lane) < bound`` of their lane."""
+    lane = F.col("_source") if lane is None else lane
     expr = F.lit(False)
     for name, bound in bounds.items():
-        mine = F.col("_source") == F.lit(name)
+        mine = lane == F.lit(name)
         if bound is not None:
             at, first = bound
             before = (F.col("_arrival_us") < F.lit(at)) | (
-                (F.col("_arrival_us") == F.lit(at)) & F.lit(name < first)
+                (F.col("_arrival_us") == F.lit(at)) & F.lit(tie_key(name) < tie_key(first))
             )
             mine = mine & before
         expr = expr | mine
@@ -32,10 +50,11 @@ def ready_column(bounds: dict[str, tuple[int, str] | None]) -> Column:
 
 def judged_rows(
     parsed: DataFrame, bounds: dict[str, tuple[int, str] | None] | None, *, held: bool = False, markers: bool = False,
+    lane: Column | None = None,
 ) -> DataFrame:
     """The rows an operator sees (dead letters included, it skips them), or with ``held`` the rows to hold."""
     valid = F.col("_dead").isNull()
-    ready = F.lit(True) if bounds is None else ready_column(bounds)
+    ready = F.lit(True) if bounds is None else ready_column(bounds, lane)
     if held:
         return parsed.filter(valid & ~ready)
     if bounds is None and not markers:

@@ -86,8 +86,9 @@ class TestBroker:
         self.root.mkdir(parents=True, exist_ok=True)
         if not (self.root / "data" / "meta.properties").exists():
             self._write_props()
+            # "--cluster-id=<id>": an id may start with "-", which the tool's parser takes for an option.
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            fmt = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
+            fmt = subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c",
                                             str(self.props)), capture_output=True, text=True, check=False)
             if fmt.returncode != 0:
                 msg = f"kafka-storage format failed: {(fmt.stderr or fmt.stdout).strip()[-800:]}"
