@@ -68,9 +68,21 @@ def spark_offsets(root: Path, topic: str) -> dict[int, dict[int, int]]:
 
 
 def rows_per_batch(root: Path) -> dict[int, int]:
-    """The rows lowwater counted per Spark batch (its metrics; the drain step adds none to the last batch)."""
-    metrics = pd.read_parquet(root / "out" / "metrics")
-    return {int(b): int(n) for b, n in metrics.groupby("spark_batch")["rows"].sum().items()}
+    """The records lowwater took in per Spark batch, from its metrics.
+
+    A step judges ``rows`` and keeps ``held_rows`` behind the per-partition
+    arrival frontier (docs/kafka.md), so what a batch brought in is the rows it
+    judged plus the growth of the held rows over it (the drain step judges
+    what was held: it adds nothing to the last batch).
+    """
+    metrics = pd.read_parquet(root / "out" / "metrics").sort_values("batch_id")
+    out: dict[int, int] = {}
+    held = 0
+    for r in metrics.itertuples():
+        now = int(r.held_rows or 0)
+        out[int(r.spark_batch)] = out.get(int(r.spark_batch), 0) + int(r.rows) + now - held
+        held = now
+    return out
 
 
 def read_per_batch(offsets: dict[int, dict[int, int]], partitions: int) -> dict[int, int]:
