@@ -76,7 +76,7 @@ def test_run_whatif_and_kafka_on_a_standalone_cluster(tmp_path, spark, kafka_bro
     kafka_cluster = kafka_pipeline(tmp_path / "kafka-cluster", kafka_broker, "on-cluster").parent
 
     cluster = LocalStandaloneCluster(workers=2, cores_per_worker=1, memory_per_worker="1g",
-                                     work_dir=tmp_path / "spark-cluster")
+                                     work_dir=tmp_path / "spark-cluster", start_timeout_s=180)  # beside Spark work
     pool = ThreadPoolExecutor(1)
     starting = pool.submit(cluster.__enter__)
     try:
@@ -95,7 +95,7 @@ def test_run_whatif_and_kafka_on_a_standalone_cluster(tmp_path, spark, kafka_bro
         commands = [(str(kafka_cluster), [*RUN, *on_cluster]), (str(cluster_dir), [*RUN, *on_cluster]),
                     (str(cluster_dir), [*WHATIF, "--master", cluster.master_url])]
         driver = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(commands)], capture_output=True,
-                                text=True, timeout=420, env=cluster.client_env())
+                                text=True, timeout=900, env=cluster.client_env())
         assert driver.returncode == 0, driver.stderr[-4000:]
         # The work really ran on the workers: each launched an executor for the application, which fetched
         # the connector's jars from the driver and ran tasks; the executors read the topic's records.
