@@ -42,7 +42,8 @@ def run_cli_here(args: list[str], cwd, env: dict[str, str] | None = None):  # no
     Returns a :class:`subprocess.CompletedProcess` like ``test_cli.run_cli``. For
     tests whose subject is not the process itself (start-up, signals, crashes):
     a separate process costs a JVM start (~10-20 s) each. The CLI's signal
-    handlers and logger levels are put back afterwards.
+    handlers and logger levels are put back afterwards, and the output locks the
+    command took are given back, as its process would at exit (``io/lock.py``).
     """
     import logging
     import os
@@ -52,7 +53,9 @@ def run_cli_here(args: list[str], cwd, env: dict[str, str] | None = None):  # no
     from typer.testing import CliRunner
 
     from lowwater.cli import app
+    from lowwater.io import lock
 
+    held = set(lock._HELD)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     names = ("lowwater", "py4j", "DataFrameQueryContextLogger", "SQLQueryContextLogger")
     levels = {n: logging.getLogger(n).level for n in names}
@@ -66,4 +69,7 @@ def run_cli_here(args: list[str], cwd, env: dict[str, str] | None = None):  # no
             signal.signal(s, h)
         for n, level in levels.items():
             logging.getLogger(n).setLevel(level)
+        for k in set(lock._HELD) - held:  # what lock._release_all does at the exit of a process
+            lock._HELD[k].count = 1
+            lock._release(k)
     return subprocess.CompletedProcess(["lowwater", *args], result.exit_code, result.stdout, result.stderr)

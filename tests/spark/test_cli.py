@@ -93,9 +93,8 @@ def land(tmp_path: Path, fmt: str) -> None:
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
 def test_run_once_drain_end_to_end(tmp_path, fmt, spark):
     land(tmp_path, fmt)
-    # jsonl: the real process (its start-up, its exit code); the other formats in this process (a JVM start less)
-    cli = run_cli if fmt == "jsonl" else run_cli_here
-    proc = cli(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)
+    # In this process (a JVM start less); the real process, its start-up and exit code, is the restart below.
+    proc = run_cli_here(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert (summary["rows"], summary["on_time"], summary["late_updates"], summary["too_late"]) == (8, 6, 1, 1)
@@ -111,7 +110,7 @@ def test_run_once_drain_end_to_end(tmp_path, fmt, spark):
 
     if fmt != "jsonl":  # the restart below does not depend on the format (one JVM start fewer each)
         return
-    # A second run with nothing new is a no-op: same results, nothing doubled.
+    # A second run with nothing new, as a user starts it (a process), is a no-op: same results, nothing doubled.
     again = run_cli(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(pd.read_parquet(tmp_path / "out" / "results")) == len(results)

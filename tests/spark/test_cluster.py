@@ -1,14 +1,16 @@
 """On a real standalone cluster (a master and two 1-core workers on localhost):
-the same pipeline and the same replay give the same outputs as local mode."""
+the same pipeline, the same replay and the same Kafka topic give the same outputs as local mode.
+
+One cluster start and one driver process (a JVM start; its application gets one
+executor on each worker) for the three commands; the local-mode references run in
+this process, on the shared session.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -16,72 +18,102 @@ import pytest
 
 from lowwater.testing.cluster import LocalStandaloneCluster
 
-from .test_cli import land, run_cli
+from .helpers import run_cli_here
+from .test_cli import land
+from .test_kafka import kafka_pipeline, produce, stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 WHATIF = ["whatif", "landing", "--config", "pipeline.toml", "--lateness", "0s,2s", "--allowed-lateness", "0s,5s",
           "--json", "w.json", "-q"]
+RUN = ["run", "pipeline.toml", "--once", "--drain", "-q"]
+
+# Several CLI commands in one driver process, as the tests run them in theirs (helpers.run_cli_here):
+# argv[1] is a JSON list of [directory, args]; stops at the first that fails, with its exit code.
+DRIVER = """
+import json, os, sys
+from typer.testing import CliRunner
+from lowwater.cli import app
+for cwd, args in json.loads(sys.argv[1]):
+    os.chdir(cwd)
+    r = CliRunner().invoke(app, args, catch_exceptions=False)
+    sys.stderr.write(f"--- lowwater {' '.join(args)}: exit {r.exit_code}\\n{r.stderr}")
+    if r.exit_code:
+        sys.exit(r.exit_code)
+"""
 
 
-def results_table(path):
+def results_table(path: Path, cols: tuple[str, ...] = ("total", "biggest")) -> list[tuple]:
     r = pd.read_parquet(path / "out" / "results")
-    cols = ["key", "window_start", "window_end", "count", "total", "biggest", "kind", "revision"]
+    cols = ["key", "window_start", "window_end", "count", *cols, "kind", "revision"]
     return sorted(tuple(x) for x in r[cols].astype(str).itertuples(index=False))
 
 
-def start_cli(args: list[str], cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    return subprocess.Popen([sys.executable, "-m", "lowwater.cli", *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def late_table(path: Path) -> list[tuple]:
+    r = pd.read_parquet(path / "out" / "late")
+    return sorted(tuple(x) for x in r.drop(columns=["source_file"], errors="ignore").astype(str).itertuples(
+        index=False))
 
 
-def finish(p: subprocess.Popen, timeout: int = 300) -> None:
-    _, stderr = p.communicate(timeout=timeout)
-    assert p.returncode == 0, stderr[-3000:]
+def summary(path: Path) -> dict:
+    return json.loads((path / "out" / "summary.json").read_text())
 
 
-def test_run_and_whatif_on_a_standalone_cluster(tmp_path):
+COUNTS = ("rows", "on_time", "late_updates", "too_late", "dead_letter", "windows_fired", "revisions")
+
+
+def test_run_whatif_and_kafka_on_a_standalone_cluster(tmp_path, spark, kafka_broker):
     local_dir, cluster_dir = tmp_path / "local", tmp_path / "cluster"
     local_dir.mkdir()
     land(local_dir, "jsonl")
-    shutil.copytree(local_dir, cluster_dir)
-    # The local-mode references run while the cluster comes up (they need no cluster).
-    local = start_cli(["run", "pipeline.toml", "--once", "--drain", "-q"], local_dir)
-    local_w = start_cli([*WHATIF, "--master", "local[1]"], local_dir)
-    try:
-        with LocalStandaloneCluster(workers=2, cores_per_worker=1, memory_per_worker="1g",
-                                    work_dir=tmp_path / "spark-cluster") as cluster:
-            assert cluster.alive_workers() == 2
-            assert cluster.master_url.startswith("spark://127.0.0.1:")
-            sets = [x for k, v in {**cluster.driver_conf, "spark.executor.memory": "512m"}.items()
-                    for x in ("--set", f'spark.conf.{k}="{v}"')]
-            t0 = time.monotonic()
-            on_cluster = run_cli(["run", "pipeline.toml", "--once", "--drain", "-q", "--set",
-                                  f"spark.master={cluster.master_url}", *sets], cluster_dir, timeout=300,
-                                 env=cluster.client_env())
-            assert on_cluster.returncode == 0, on_cluster.stderr[-3000:]
-            cluster_w = run_cli([*WHATIF, "--master", cluster.master_url], cluster_dir, timeout=300,
-                                env=cluster.client_env())
-            assert cluster_w.returncode == 0, cluster_w.stderr[-3000:]
-            ran_s = time.monotonic() - t0
-            # The work really ran on the workers: each launched an executor for both applications.
-            for i in range(2):
-                apps = list((tmp_path / "spark-cluster" / f"worker-{i}").glob("app-*"))
-                assert len(apps) == 2, (i, apps, ran_s)
-        finish(local)
-        finish(local_w)
-    finally:
-        for p in (local, local_w):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    cluster_dir.mkdir()
+    land(cluster_dir, "jsonl")
+    # A tiny topic: four partitions of 12 records (one lagging, which holds the watermark).
+    produce(kafka_broker, "on-cluster", stream(48, quiet=False))
+    kafka_local = kafka_pipeline(tmp_path / "kafka-local", kafka_broker, "on-cluster").parent
+    kafka_cluster = kafka_pipeline(tmp_path / "kafka-cluster", kafka_broker, "on-cluster").parent
+
+    # The local-mode references, in this process (they need no cluster; a cluster started beside them, in a
+    # thread, twice did not answer its status page within the start timeout on the loaded machine).
+    for cwd, args in ((local_dir, RUN), (local_dir, [*WHATIF, "--master", "local[1]"]), (kafka_local, RUN)):
+        proc = run_cli_here(args, cwd)
+        assert proc.returncode == 0, (args, proc.stderr[-3000:])
+    with LocalStandaloneCluster(workers=2, cores_per_worker=1, memory_per_worker="1g",
+                                work_dir=tmp_path / "spark-cluster", start_timeout_s=120) as cluster:
+        assert cluster.alive_workers() == 2
+        assert cluster.master_url.startswith("spark://127.0.0.1:")
+        sets = [x for k, v in {**cluster.driver_conf, "spark.executor.memory": "512m"}.items()
+                for x in ("--set", f'spark.conf.{k}="{v}"')]
+        on_cluster = ["--set", f"spark.master={cluster.master_url}", *sets]
+        # The Kafka run first: its session starts with the connector's jars (spark.jars), which the
+        # executors fetch from the driver; the file run and the replay reuse that session.
+        commands = [(str(kafka_cluster), [*RUN, *on_cluster]), (str(cluster_dir), [*RUN, *on_cluster]),
+                    (str(cluster_dir), [*WHATIF, "--master", cluster.master_url])]
+        driver = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(commands)], capture_output=True,
+                                text=True, timeout=900, env=cluster.client_env())
+        assert driver.returncode == 0, driver.stderr[-4000:]
+        # The work really ran on the workers: each launched an executor for the application, which fetched
+        # the connector's jars from the driver and ran tasks; the executors read the topic's records.
+        logs = []
+        for i in range(2):
+            apps = list((tmp_path / "spark-cluster" / f"worker-{i}").glob("app-*"))
+            assert len(apps) == 1, (i, apps)
+            logs.append("".join(f.read_text(errors="replace") for f in apps[0].glob("*/stderr")))
+            assert "Running task" in logs[i] and "spark-sql-kafka" in logs[i], (i, logs[i][-2000:])
+        assert "KafkaDataConsumer: From Kafka topicPartition=on-cluster-" in "".join(logs)
 
     assert results_table(cluster_dir) == results_table(local_dir)
     assert len(results_table(local_dir)) > 0
-    s_local = json.loads((local_dir / "out" / "summary.json").read_text())
-    s_cluster = json.loads((cluster_dir / "out" / "summary.json").read_text())
-    for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter", "windows_fired", "revisions"):
+    s_local, s_cluster = summary(local_dir), summary(cluster_dir)
+    for k in COUNTS:
         assert s_cluster[k] == s_local[k], k
     assert s_local["rows"] == 8 and s_local["balanced"]
     assert json.loads((cluster_dir / "w.json").read_text()) == json.loads((local_dir / "w.json").read_text())
+
+    # The topic: the same results, late rows and counts on the cluster as in local mode.
+    assert results_table(kafka_cluster, ("total",)) == results_table(kafka_local, ("total",))
+    assert late_table(kafka_cluster) == late_table(kafka_local)
+    k_local, k_cluster = summary(kafka_local), summary(kafka_cluster)
+    for k in COUNTS:
+        assert k_cluster[k] == k_local[k], k
+    assert k_local["rows"] == 48 and k_local["balanced"] and k_local["windows_fired"] > 0

@@ -1,5 +1,12 @@
 """Crash and restart: kill -9 at several points, rerun the same command; the
-outputs -- Parquet and PostgreSQL -- equal those of an uninterrupted run (SEMANTICS.md §8)."""
+outputs -- Parquet and PostgreSQL -- equal those of an uninterrupted run (SEMANTICS.md §8).
+
+Two ``lowwater run`` processes are really killed (a JVM start each, ~10-20 s): one
+by the fault hook between a step's writes and its commit, one by SIGKILL of its
+process group at a random moment. The other fault points are crashes of a run in
+this process (:func:`crash_here`: the step stops there, uncommitted), and the last
+restart is the same command in this process (``run_cli_here``).
+"""
 
 from __future__ import annotations
 
@@ -17,9 +24,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
+import lowwater.spark.engine as engine_module
 from lowwater.config import load_config
 from lowwater.spark.engine import Engine
 
+from .helpers import run_cli_here
 from .test_cli import CONFIG
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -100,6 +109,28 @@ def run(root: Path, env: dict | None = None, kill_after: float | None = None) ->
     return proc.wait()
 
 
+class Crash(Exception):
+    """Stands for kill -9 at a fault point of a run in this process: the step in flight is not committed."""
+
+
+def crash_here(spark, root: Path, point: str, step: int, monkeypatch) -> None:  # noqa: ANN001
+    """``lowwater run pipeline.toml --drain`` on ``root`` in this process, crashing at ``point`` of ``step``.
+
+    Nothing of the engine runs after the fault point (the exception leaves the step
+    uncommitted, as ``LOWWATER_FAULT`` does in a process); only the lock is released,
+    which a real kill leaves behind (the killed processes cover taking it over).
+    """
+
+    def fault(p: str, s: int) -> None:
+        if (p, s) == (point, step):
+            raise Crash(f"{p}:{s}")
+
+    with monkeypatch.context() as m:
+        m.setattr(engine_module, "_fault", fault)
+        with pytest.raises(Exception, match=f"Crash|{point}:{step}"):
+            Engine(load_config(root / "pipeline.toml"), spark).run(drain=True)
+
+
 def outputs(root: Path, url: str) -> dict[str, list]:
     out = {}
     drop = ("duration_s", "watermark_lag_s", "source_file")
@@ -137,20 +168,22 @@ def test_kill_9_and_restart_gives_the_uninterrupted_outputs(tmp_path, pg_server,
     monkeypatch.setenv("LOWWATER_PG_URL", pg_server.url)
     Engine(load_config(clean / "pipeline.toml"), spark).run(drain=True)
     # Kill points (steps 0 .. FILES-1 read one file each; the drain is step FILES):
-    # 1. crash after the step's Parquet writes and PostgreSQL staging, before its delivery
+    # 1. a real process crashes after the step's Parquet writes and PostgreSQL staging, before its delivery
     assert run(crashed, env={**pg, "LOWWATER_FAULT": "before_deliver:1"}) == 137
-    # 2. kill -9 at an arbitrary moment mid-step: a random delay after this run's first commit
-    #    (a step takes a second or two at this size, so the kill lands in a step's reading, folding,
+    # 2. kill -9 of a real process at an arbitrary moment mid-step: a random delay after this run's first
+    #    commit (a step takes a second or two at this size, so the kill lands in a step's reading, folding,
     #    writing, staging or delivery; each CI run draws another moment)
     rng = np.random.default_rng()
     delays = [float(rng.uniform(0.0, 1.5))]
     assert run(crashed, env=pg, kill_after=delays[0]) == -signal.SIGKILL, "finished before the kill"
     # 3. crash right after a manifest commit, before Spark's commit log (the batch is replayed)
-    assert run(crashed, env={**pg, "LOWWATER_FAULT": "after_commit:3"}) == 137
+    crash_here(spark, crashed, "after_commit", 3, monkeypatch)
     # 4. crash inside the drain step, after its PostgreSQL delivery, before its manifest commit:
     #    the restart replays the drain, which PostgreSQL recognises and skips
-    assert run(crashed, env={**pg, "LOWWATER_FAULT": f"before_commit:{drain}"}) == 137
-    assert run(crashed, env=pg) == 0
+    crash_here(spark, crashed, "before_commit", drain, monkeypatch)
+    # 5. the same command again finishes (in this process: the restart's process is not the subject)
+    last = run_cli_here(["run", "pipeline.toml", "--drain", "-q"], crashed, env=pg)
+    assert last.returncode == 0, last.stderr[-3000:]
     a, b = outputs(clean, pg_server.url), outputs(crashed, pg_server.url)
     for kind in ("results", "late", "metrics", "crash_results", "crash_late", "crash_metrics", "crash_dead_letter"):
         assert b[kind] == a[kind], (kind, delays)
