@@ -55,6 +55,10 @@ def causes(pairs: DataFrame, late: DataFrame, policy: str, position: StreamPosit
              .when(is_late, F.lit(too_late)).when(open_, F.lit("in_flight")))
     moved = F.when(F.col("_unread") | is_late | open_, F.lit("none")).otherwise(F.lit("clipped"))
     role = F.col("_role") == TRUTH
+    # A corrected window holds the batch truth of the rows its correction saw: those are counted.
+    covered = F.coalesce(F.col("_covered"), F.lit(False))
+    truth = F.when(covered, F.lit(None).cast("string")).otherwise(truth)
+    moved = F.when(covered, F.lit("none")).otherwise(moved)
     return joined.withColumn("_cause", F.when(role, truth).otherwise(moved)).withColumn(
         "_sign", F.when(role, F.lit(1)).otherwise(F.lit(-1)))
 
@@ -151,5 +155,6 @@ def side_by_side(cfg: PipelineConfig, windows: DataFrame, stream: DataFrame, pos
         "_ws", "_we", status.alias("status"), *cols, *[F.coalesce(F.col(c), F.lit(0).cast(out.schema[c].dataType))
                                                        .alias(c) for c in cause_cols],
         F.coalesce(F.col("_last_rev"), F.lit(-1)).alias("_last_rev"),
-        (differs | (wrong & ~is_open)).alias("_differs"),
+        (F.col("_we") + F.lit(cfg.window.allowed_lateness_us) <= F.lit(w)).alias("_freed"),
+        (differs | (wrong & ~is_open)).alias("_differs"), differs.alias("_truth_differs"),
     )

@@ -42,6 +42,8 @@ def check_supported(cfg: PipelineConfig) -> None:
         raise ConfigError("reconcile: a [join] pipeline has no windows to reconcile (joined/ is not supported)")
     if cfg.named_sources:
         raise ConfigError("reconcile: [[source]] tables are not supported yet; use one [source]")
+    if cfg.window.is_session:
+        raise ConfigError("reconcile: session windows are not supported yet (window.type = \"session\")")
     if cfg.source.format == "kafka":
         raise ConfigError("reconcile: a Kafka source has no log to recompute from (source.format = \"kafka\")")
 
@@ -72,29 +74,50 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     rows = log.valid(the_log).select(
         *dict.fromkeys([*inputs, *cfg.window.key]), "_rid", "_file", "_event_us", "_clip_us", "_clipped", "_unread",
         *log.values(cfg, schema))
-    if cfg.window.is_session:
-        from lowwater.reconcile import sessions
-
-        pairs, emitted_w = sessions.pairs(cfg, rows, emitted)
-    else:
-        pairs, emitted_w = log.pairs(cfg, rows), emitted.filter(F.col("batch_id") >= 0)
+    pairs, emitted_w = log.pairs(cfg, rows), emitted.filter(F.col("batch_id") >= 0)
     if cfg.late_policy == "side_output":
         stream_side = pairs.filter((F.col("_role") == log.MOVED) | ~F.col("_clipped"))
         too_late = late.from_side_output(spark, f"{cfg.output.path.rstrip('/')}/late", stream_side, inputs)
     else:
         too_late = late.replayed(cfg, the_log)
     too_late = too_late.select("_rid", "_ws")
-    if cfg.window.is_session:
-        too_late = sessions.late_pairs(too_late, pairs)
     pairs = _window_range(pairs, "_ws", "_we", from_us, to_us)
-    windows = compare.per_window(cfg, compare.causes(pairs, too_late, str(cfg.late_policy), position), types)
     emitted_w = _window_range(emitted_w.withColumn("_ws", F.unix_micros("window_start"))
                               .withColumn("_we", F.unix_micros("window_end")), "_ws", "_we", from_us, to_us)
     folded = stream.fold(cfg, emitted_w.drop("_ws", "_we"), [*cfg.window.key, "window_start", "window_end"])
+    pairs = _covered(spark, cfg, pairs, folded)
+    windows = compare.per_window(cfg, compare.causes(pairs, too_late, str(cfg.late_policy), position), types)
     side = compare.side_by_side(cfg, windows, folded, position).persist()
     summary = _summary(cfg, side, the_log, position)
+    files = the_log.inputFiles()
     the_log.unpersist()
-    return Reconciliation(side.filter("_differs"), summary, position, emitted)
+    return Reconciliation(side.filter("_differs"), summary, position, emitted, {"files": files})
+
+
+def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, folded: DataFrame) -> DataFrame:
+    """``pairs`` plus ``_covered``: the pair's window was corrected by ``--apply`` when its row's file was there.
+
+    Corrections are few: the corrected windows and the files each correction
+    step saw (``apply.covered_files``) are broadcast.
+    """
+    from lowwater.reconcile.apply import covered_files
+
+    keys = list(cfg.window.key)
+    corrected = folded.filter(F.col("_corr_step").isNotNull()).select(
+        *[F.col(k).alias(f"_ck_{k}") for k in keys], F.unix_micros("window_start").alias("_cws"),
+        F.unix_micros("window_end").alias("_cwe"), "_corr_step")
+    files = covered_files(spark, cfg)
+    if files is None:
+        return pairs.withColumn("_covered", F.lit(False))
+    cond = F.lit(True)
+    for k in keys:
+        cond = cond & F.col(k).eqNullSafe(F.col(f"_ck_{k}"))
+    cond = cond & (F.col("_ws") == F.col("_cws")) & (F.col("_we") == F.col("_cwe"))
+    marked = pairs.join(F.broadcast(corrected), cond, "left").drop(*[f"_ck_{k}" for k in keys], "_cws", "_cwe")
+    path = F.regexp_extract(F.col("_file"), log.URI_PATH, 2)
+    hit = F.broadcast(files.withColumn("_covered", F.lit(True)))
+    marked = marked.join(hit, (marked["_corr_step"] == hit["_step"]) & (path == hit["_fpath"]), "left")
+    return marked.drop("_corr_step", "_step", "_fpath")
 
 
 def _window_range(df: DataFrame, ws: str, we: str, from_us: int | None, to_us: int | None) -> DataFrame:

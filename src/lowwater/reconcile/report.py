@@ -18,7 +18,7 @@ def write_parquet(frame: DataFrame, path: str) -> None:
     """One row per differing window (overwritten by each reconcile: it is the latest comparison)."""
     spark = frame.sparkSession
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    frame.drop("_differs", "_last_rev").coalesce(1).write.mode("overwrite").parquet(path)
+    frame.select(*[c for c in frame.columns if not c.startswith("_")]).coalesce(1).write.mode("overwrite").parquet(path)
 
 
 def print_summary(out: Console, s: dict) -> None:

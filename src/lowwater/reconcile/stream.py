@@ -61,7 +61,8 @@ def fold(cfg: PipelineConfig, emissions: DataFrame, group: list[str]) -> DataFra
     mode = cfg.window.accumulation
     retraction = F.col("kind") == "retraction"
     order = F.when(~retraction, _order())
-    aggs = [F.max("revision").alias("_last_rev"), F.count(F.lit(1)).alias("_emissions")]
+    aggs = [F.max("revision").alias("_last_rev"), F.count(F.lit(1)).alias("_emissions"),
+            F.max(F.when(F.col("kind") == "correction", F.col("batch_id").cast("long"))).alias("_corr_step")]
     for col, func in output_funcs(cfg).items():
         r = rule(mode, func)
         c = F.col(col)
