@@ -147,3 +147,53 @@ def test_drop_policy_hopping_retracting_is_explained_from_the_log(spark, tmp_pat
     assert s["causes"]["dropped"]["rows"] >= 2 and s["causes"]["too_late"]["rows"] == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["too_late"] >= 1
+
+
+def test_session_windows_in_discarding_mode(spark, tmp_path):
+    cfg = _pipeline(tmp_path, 'type = "session"\ngap = "5s"\naccumulation = "discarding"')
+    r = _reconcile(spark, cfg)
+    s = r.summary
+    assert s["unexplained"] == 0, s
+    assert s["causes"]["too_late"]["rows"] == len(pd.read_parquet(tmp_path / "out" / "late")) == 2
+    frame = r.frame.toPandas()
+    first = frame[(frame["key"] == "a") & (frame["window_start"] == pd.Timestamp(T0 + 1, unit="s", tz="UTC"))]
+    # The batch session [1, 8) holds the too-late row at 3, which the stream's session [1, 7) never had.
+    assert first["window_end"].tolist() == [pd.Timestamp(T0 + 8, unit="s", tz="UTC")]
+    assert first["stream_total"].tolist() == [3.0] and first["batch_total"].tolist() == [103.0]
+
+
+def test_postgres_tampered_row_then_apply_twice_and_current_is_the_truth(spark, pg_server, tmp_path):
+    import psycopg
+
+    out = ('kind = "postgres"\n[output.postgres]\n'
+           f'url = "{pg_server.url}"\nresults_table = "rec_results"\nlate_table = "rec_late"\n'
+           'dead_letter_table = "rec_dead"\nmetrics_table = "rec_metrics"\nbatches_table = "rec_batches"')
+    cfg = _pipeline(tmp_path, 'type = "tumbling"\nsize = "10s"', output=out)
+    truth = _reconcile(spark, cfg)
+    assert truth.summary["unexplained"] == 0, truth.summary
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute("UPDATE rec_results SET total = total + 1 WHERE ctid = (SELECT ctid FROM rec_results "
+                     "WHERE kind = 'final' AND key = 'b' ORDER BY window_start LIMIT 1)")
+    bad = run_cli_here(["reconcile", str(cfg), "-q"], tmp_path)
+    assert bad.returncode == 1 and "key=b window_start=2026-01-01T00:00:00Z" in bad.stdout, bad.stdout
+
+    def rows() -> list[tuple]:
+        with psycopg.connect(pg_server.url) as conn:
+            return sorted(conn.execute("SELECT key, window_start, window_end, count, total, top, kind, revision, "
+                                       "batch_id FROM rec_results").fetchall())
+
+    assert run_cli_here(["reconcile", str(cfg), "-q", "--apply"], tmp_path).returncode == 1
+    once = rows()
+    assert any(r[6] == "correction" for r in once)
+    again = run_cli_here(["reconcile", str(cfg), "-q", "--apply"], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert rows() == once  # twice == once, row for row
+    after = _reconcile(spark, cfg)
+    assert set(after.frame.toPandas()["status"]) <= {"open"}  # every fired window folds to the batch truth
+    fired = truth.frame.toPandas()
+    fired = fired[fired["status"] != "open"]
+    with psycopg.connect(pg_server.url) as conn:
+        current = {(k, ws): (n, t) for k, ws, n, t in conn.execute(
+            "SELECT key, window_start, count, total FROM rec_results_current").fetchall()}
+    for w in fired.itertuples():
+        assert current[(w.key, w.window_start.to_pydatetime())] == (w.batch_count, w.batch_total)

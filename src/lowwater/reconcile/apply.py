@@ -28,7 +28,6 @@ computes the same corrections under the same number and completes them.
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -114,7 +113,7 @@ def apply_corrections(spark: SparkSession, cfg: PipelineConfig, result) -> int: 
         return 0
     step = correction_step(emitted)
     # Which files this correction saw: a row landing later is not in it (reconcile/job.py, _covered).
-    files = sorted({urlsplit(f).path for f in result.extra["files"]})
+    files = sorted(set(result.extra["files"]))
     HadoopFS(spark).write_text_atomic(f"{_record_dir(cfg)}/{step}.json", json.dumps({"step": step, "files": files}))
     outputs = ParquetOutputs(spark, cfg.output.path)
     outputs.write("results", step, rows)

@@ -42,8 +42,10 @@ def check_supported(cfg: PipelineConfig) -> None:
         raise ConfigError("reconcile: a [join] pipeline has no windows to reconcile (joined/ is not supported)")
     if cfg.named_sources:
         raise ConfigError("reconcile: [[source]] tables are not supported yet; use one [source]")
-    if cfg.window.is_session:
-        raise ConfigError("reconcile: session windows are not supported yet (window.type = \"session\")")
+    if cfg.window.is_session and str(cfg.late_policy) == "drop":
+        msg = ("reconcile: session windows with late.policy = \"drop\" are not supported yet (a session row's "
+               "verdict depends on the session state; use side_output)")
+        raise ConfigError(msg)
     if cfg.source.format == "kafka":
         raise ConfigError("reconcile: a Kafka source has no log to recompute from (source.format = \"kafka\")")
 
@@ -74,22 +76,35 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     rows = log.valid(the_log).select(
         *dict.fromkeys([*inputs, *cfg.window.key]), "_rid", "_file", "_event_us", "_clip_us", "_clipped", "_unread",
         *log.values(cfg, schema))
-    pairs, emitted_w = log.pairs(cfg, rows), emitted.filter(F.col("batch_id") >= 0)
-    if cfg.late_policy == "side_output":
-        stream_side = pairs.filter((F.col("_role") == log.MOVED) | ~F.col("_clipped"))
-        too_late = late.from_side_output(spark, f"{cfg.output.path.rstrip('/')}/late", stream_side, inputs)
+    emitted_w = emitted.filter(F.col("batch_id") >= 0)
+    late_path = f"{cfg.output.path.rstrip('/')}/late"
+    if cfg.window.is_session:
+        from lowwater.reconcile import sessions
+
+        pairs = sessions.pairs(cfg, rows)
+        too_late = sessions.late_in_sessions(
+            late.from_side_output(spark, late_path, sessions.proto_pairs(pairs), inputs), pairs)
     else:
-        too_late = late.replayed(cfg, the_log)
+        pairs = log.pairs(cfg, rows)
+        if cfg.late_policy == "side_output":
+            stream_side = pairs.filter((F.col("_role") == log.MOVED) | ~F.col("_clipped"))
+            too_late = late.from_side_output(spark, late_path, stream_side, inputs)
+        else:
+            too_late = late.replayed(cfg, the_log)
     too_late = too_late.select("_rid", "_ws")
     pairs = _window_range(pairs, "_ws", "_we", from_us, to_us)
     emitted_w = _window_range(emitted_w.withColumn("_ws", F.unix_micros("window_start"))
                               .withColumn("_we", F.unix_micros("window_end")), "_ws", "_we", from_us, to_us)
-    folded = stream.fold(cfg, emitted_w.drop("_ws", "_we"), [*cfg.window.key, "window_start", "window_end"])
+    if cfg.window.is_session:
+        folded = sessions.fold(cfg, emitted_w.drop("_ws", "_we"), pairs)
+    else:
+        folded = stream.fold(cfg, emitted_w.drop("_ws", "_we"), [*cfg.window.key, "window_start", "window_end"])
     pairs = _covered(spark, cfg, pairs, folded)
     windows = compare.per_window(cfg, compare.causes(pairs, too_late, str(cfg.late_policy), position), types)
     side = compare.side_by_side(cfg, windows, folded, position).persist()
     summary = _summary(cfg, side, the_log, position)
-    files = the_log.inputFiles()
+    # The files this comparison read (a correction records them): a few rows, from the persisted log.
+    files = [r[0] for r in the_log.select(F.regexp_extract("_file", log.URI_PATH, 2)).distinct().collect()]
     the_log.unpersist()
     return Reconciliation(side.filter("_differs"), summary, position, emitted, {"files": files})
 
