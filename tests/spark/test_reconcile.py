@@ -197,3 +197,17 @@ def test_postgres_tampered_row_then_apply_twice_and_current_is_the_truth(spark, 
             "SELECT key, window_start, count, total FROM rec_results_current").fetchall()}
     for w in fired.itertuples():
         assert current[(w.key, w.window_start.to_pydatetime())] == (w.batch_count, w.batch_total)
+
+
+def test_bad_options_are_one_line_and_exit_2(tmp_path):
+    """Refused before Spark starts: a time that is not one, a plot that is not HTML, sessions with drop."""
+    cfg = tmp_path / "p.toml"
+    base = ('[source]\nformat = "jsonl"\npath = "landing"\nevent_time = "t"\n[window]\n{window}\n'
+            '[late]\npolicy = "{late}"\n[output]\npath = "out"\n')
+    cfg.write_text(base.format(window='size = "10s"', late="side_output"))
+    for args, needle in ((["--from", "yesterday"], "--from"), (["--plot", "x.png"], "--plot")):
+        r = run_cli_here(["reconcile", str(cfg), *args], tmp_path)
+        assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    cfg.write_text(base.format(window='type = "session"\ngap = "5s"', late="drop"))
+    r = run_cli_here(["reconcile", str(cfg)], tmp_path)
+    assert r.returncode == 2 and "session" in r.stderr, r.stderr
