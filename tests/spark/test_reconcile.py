@@ -92,6 +92,11 @@ def _results(cfg: Path) -> pd.DataFrame:
     return df.sort_values([c for c in df.columns if c != "watermark"]).reset_index(drop=True)
 
 
+def _utc(col: pd.Series) -> pd.Series:
+    """Timestamps from Spark's ``toPandas`` (naive, in the session's zone: UTC here) as UTC instants."""
+    return col.dt.tz_localize("UTC") if col.dt.tz is None else col.dt.tz_convert("UTC")
+
+
 def _tamper_parquet(cfg: Path) -> tuple[str, str]:
     """Add 1 to the count of one emitted row; returns (key, window start) of its window."""
     for f in sorted(glob.glob(str(cfg.parent / "out" / "results" / "batch_id=*" / "*.parquet"))):
@@ -156,6 +161,7 @@ def test_session_windows_in_discarding_mode(spark, tmp_path):
     assert s["unexplained"] == 0, s
     assert s["causes"]["too_late"]["rows"] == len(pd.read_parquet(tmp_path / "out" / "late")) == 2
     frame = r.frame.toPandas()
+    frame["window_start"], frame["window_end"] = _utc(frame["window_start"]), _utc(frame["window_end"])
     first = frame[(frame["key"] == "a") & (frame["window_start"] == pd.Timestamp(T0 + 1, unit="s", tz="UTC"))]
     # The batch session [1, 8) holds the too-late row at 3, which the stream's session [1, 7) never had.
     assert first["window_end"].tolist() == [pd.Timestamp(T0 + 8, unit="s", tz="UTC")]
@@ -195,6 +201,8 @@ def test_postgres_tampered_row_then_apply_twice_and_current_is_the_truth(spark, 
     with psycopg.connect(pg_server.url) as conn:
         current = {(k, ws): (n, t) for k, ws, n, t in conn.execute(
             "SELECT key, window_start, count, total FROM rec_results_current").fetchall()}
+    fired["window_start"] = _utc(fired["window_start"])
+    assert len(fired) >= 3
     for w in fired.itertuples():
         assert current[(w.key, w.window_start.to_pydatetime())] == (w.batch_count, w.batch_total)
 
