@@ -1,8 +1,9 @@
 """``lowwater reconcile`` end to end on tiny pipelines run by ``lowwater run --once`` (issue 16).
 
 One small log: two partitions, partition 1 lagging so that two of its rows
-are too late, plus a file landed after the run (in flight) and windows still
-open. Each test runs the pipeline once and reconciles it a few times.
+are too late, one row whose event time is clipped (``max_future_skew``),
+plus a file landed after the run (in flight) and windows still open. Each
+test runs the pipeline once and reconciles it a few times.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
 FILES = [
     [(0, 1, 1, "a", 1), (1, 2, 2, "a", 2), (0, 4, 4, "b", 3), (1, 6, 6, "b", 4), (0, 12, 12, "a", 5),
      (1, 13, 13, "a", 6)],
-    [(0, 24, 24, "a", 7), (1, 23, 24, "b", 8), (0, 26, 26, "a", 9), (1, 27, 27, "b", 10)],
+    [(0, 24, 24, "a", 7), (1, 23, 24, "b", 8), (0, 26, 26, "a", 9), (0, 500, 26.5, "b", 50), (1, 27, 27, "b", 10)],
     [(1, 3, 28, "a", 100), (0, 35, 35, "b", 11), (1, 8, 36, "b", 200), (1, 36, 36, "a", 12)],
 ]
 IN_FLIGHT = [(0, 14, 40, "a", 1000), (0, 41, 41, "b", 13)]
@@ -63,6 +64,7 @@ schema = "partition INT, offset LONG, event_time DOUBLE, arrival_time DOUBLE, ke
 [watermark]
 max_out_of_orderness = "2s"
 partitions = [0, 1]
+max_future_skew = "30s"
 
 [window]
 {window}
@@ -124,7 +126,12 @@ def test_side_output_explained_then_a_tampered_row_then_apply_twice(spark, tmp_p
     frame = r.frame.toPandas()
     assert set(frame["status"]) <= {"explained", "open"}
     explained = frame[frame["status"] == "explained"]
-    assert (explained["diff_total"] == explained["too_late_total"] + explained["in_flight_total"]).all()
+    causes = explained["too_late_total"] + explained["in_flight_total"] + explained["clipped_total"]
+    assert (explained["diff_total"] == causes).all()
+    # The row written at 500 s arrived at 26.5 s: clipped, the stream counted it in [20, 30) of key b.
+    assert s["clipped_rows"] == 1 and s["causes"]["clipped"]["rows"] == 0  # +1 at 500 s, -1 in [20, 30)
+    moved = explained[(explained["key"] == "b") & (explained["clipped_rows"] == -1)]
+    assert moved["clipped_total"].tolist() == [-50.0] and moved["diff_total"].tolist() == [-50.0]
 
     key, start = _tamper_parquet(cfg)
     bad = run_cli_here(["reconcile", str(cfg), "-q"], tmp_path)
