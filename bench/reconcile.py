@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--files", type=int, default=20)
     ap.add_argument("--files-per-batch", type=int, default=4)
     ap.add_argument("--policy", choices=["side_output", "drop"], default="side_output")
+    ap.add_argument("--rate", type=float, default=20_000.0, help="rows per second of event time")
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args(argv)
 
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         data = work / "log"
         t0 = time.monotonic()
-        generate(data, args.rows, args.keys, 8, args.files, 20_000.0)
+        generate(data, args.rows, args.keys, 8, args.files, args.rate)
         print(json.dumps({"case": "generate", "rows": args.rows, "seconds": round(time.monotonic() - t0, 2)}))
         raw = lowwater_config(data, work / "out", Shape("tumbling", size_s=10), 5, 0, args.files_per_batch)
         raw["late"] = {"policy": args.policy}
