@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from lowwater.advisor.replay_config import input_format as _input_format
 from lowwater.advisor.replay_config import replay_config as _replay_config
-from lowwater.cli import advisor, dashboard, run
+from lowwater.cli import advisor, dashboard, reconcile, run
 from lowwater.cli.app import app
 
 # One module per command group; registered here, in the order ``--help`` lists them.
-for _command in (run.run, dashboard.dashboard, dashboard.demo, advisor.whatif, advisor.delays):
+for _command in (run.run, dashboard.dashboard, dashboard.demo, advisor.whatif, advisor.delays,
+                 reconcile.reconcile):
     app.command()(_command)
 
 __all__ = ["_input_format", "_replay_config", "app", "main"]

@@ -361,11 +361,11 @@ class PostgresSink:
         self._staged.add(kind)
         return sum(int(r["rows"]) for r in out)
 
-    def deliver(self, step: int, spark_batch: int, metrics: dict[str, Any]) -> bool:
+    def deliver(self, step: int, spark_batch: int, metrics: dict[str, Any] | None) -> bool:
         """Move the step's staged rows into the tables with its batch id, atomically; False if done before."""
         return with_retries(self.cfg, f"delivering step {step}", lambda: self._deliver(step, spark_batch, metrics))
 
-    def _deliver(self, step: int, spark_batch: int, metrics: dict[str, Any]) -> bool:
+    def _deliver(self, step: int, spark_batch: int, metrics: dict[str, Any] | None) -> bool:
         p, s = sql.Identifier(PIPELINE), sql.Identifier(STEP)
         with self._connect() as conn, conn.transaction():
             done = conn.execute(sql.SQL("SELECT 1 FROM {} WHERE {} = %s AND {} = %s FOR UPDATE").format(
@@ -389,11 +389,13 @@ class PostgresSink:
             if done:
                 log.info("step %d was delivered to PostgreSQL before a restart: skipped", step)
                 return False
-            names = [c for c, _ in METRICS_COLUMNS]
-            values = [Jsonb(_jsonable(metrics.get(c))) if t == "jsonb" else metrics.get(c) for c, t in METRICS_COLUMNS]
-            conn.execute(sql.SQL("INSERT INTO {} ({}, {}, {}) VALUES (%s, %s, {})").format(
-                self._id(self.cfg.metrics_table), p, s, sql.SQL(", ").join(map(sql.Identifier, names)),
-                sql.SQL(", ").join(sql.Placeholder() * len(names))), (self.pipeline, step, *values))
+            if metrics is not None:  # None: a step without a metrics row (reconcile --apply's corrections)
+                names = [c for c, _ in METRICS_COLUMNS]
+                values = [Jsonb(_jsonable(metrics.get(c))) if t == "jsonb" else metrics.get(c)
+                          for c, t in METRICS_COLUMNS]
+                conn.execute(sql.SQL("INSERT INTO {} ({}, {}, {}) VALUES (%s, %s, {})").format(
+                    self._id(self.cfg.metrics_table), p, s, sql.SQL(", ").join(map(sql.Identifier, names)),
+                    sql.SQL(", ").join(sql.Placeholder() * len(names))), (self.pipeline, step, *values))
             conn.execute(sql.SQL("INSERT INTO {} ({}, {}, spark_batch) VALUES (%s, %s, %s)").format(
                 self._id(self.cfg.batches_table), p, s), (self.pipeline, step, spark_batch))
         return True

@@ -1,0 +1,128 @@
+"""Reconciliation rules (SEMANTICS.md §10): how a window's emissions fold, and when a difference is explained.
+
+Pure: the Spark job (``lowwater/reconcile/``) builds its expressions from
+these tables, and the core tests (and the differential test) hold them to a
+row-by-row reading of the contract.
+
+**The stream value of a window** is the fold of its emissions by the
+accumulation mode (design.md, *Early firings and accumulation modes*). Each
+output aggregate folds by one rule (:func:`rule`)::
+
+    mode          count / sum / count(c)        min / max          avg
+    accumulating  latest                        latest             latest
+    retracting    signed (+ emission, - retr.)  latest             latest
+    discarding    add                           min / max          (none: a delta's avg cannot be merged)
+
+``latest`` is the last non-retraction emission in emission order
+(:func:`emission_order`: revision, then provisional before the others, then
+the step).
+
+**The explanation rule.** Every valid row of the log is in the batch truth of
+its windows (its event time as written: the window a clipped row would have
+had). The rows the stream could not have counted are put in one *cause* each,
+per (row, window): ``in_flight`` (its file was not read yet, or the window has
+not fired), ``clipped`` (its event time was moved by ``max_future_skew``, so
+the stream counted it in another window: ``+`` here, ``-`` in the window it
+was moved to), ``too_late`` (in ``late/``) or ``dropped`` (policy ``drop``,
+recovered from the log). The *expected stream value* is the aggregate over
+the remaining rows; a window is explained iff every aggregate of the stream
+value equals the expected one (doubles to a relative 1e-9: sums of the same
+doubles in another order). Otherwise the window is ``unexplained``: a defect
+of lowwater or a tampered sink.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+
+CAUSES = ("too_late", "dropped", "in_flight", "clipped")
+"""Why a row of a window's batch truth is not in the stream's value, in the order a row is attributed."""
+
+LATEST, SIGNED, ADD, MIN, MAX = "latest", "signed", "add", "min", "max"
+KIND_RANK = {"retraction": -1, "provisional": 0, "final": 1, "revision": 1, "correction": 2}
+REL_TOLERANCE = 1e-9
+
+
+def rule(mode: str, func: str) -> str | None:
+    """How aggregate ``func`` (``count`` for the window's row count too) folds under ``mode``; None: it cannot."""
+    additive = func in ("count", "sum")
+    if mode == "accumulating":
+        return LATEST
+    if mode == "retracting":
+        return SIGNED if additive else LATEST
+    if mode == "discarding":
+        if additive:
+            return ADD
+        return {"min": MIN, "max": MAX}.get(func)
+    msg = f"unknown accumulation mode {mode!r}"
+    raise ValueError(msg)
+
+
+def emission_order(e: Mapping) -> tuple:
+    """Sort key of a window's emissions: revision, provisional before final/revision/correction, then the step."""
+    return (int(e["revision"]), KIND_RANK.get(str(e["kind"]), 1), int(e.get("batch_id") or 0))
+
+
+def fold(mode: str, emissions: Iterable[Mapping], funcs: Mapping[str, str]) -> dict[str, object]:
+    """The stream value of one window: ``{output column: value}`` for each of ``funcs`` (column -> function).
+
+    ``emissions`` are the window's result rows (``kind``, ``revision``,
+    ``batch_id`` and the output columns); a window with none folds to None.
+    """
+    rows = sorted(emissions, key=emission_order)
+    full = [e for e in rows if e["kind"] != "retraction"]
+    out: dict[str, object] = {}
+    for col, func in funcs.items():
+        r = rule(mode, func)
+        if r is None or not rows:
+            out[col] = None
+        elif r == LATEST:
+            out[col] = full[-1][col] if full else None
+        elif r == SIGNED:
+            out[col] = _total((-1 if e["kind"] == "retraction" else 1, e[col]) for e in rows)
+        elif r == ADD:
+            out[col] = _total((1, e[col]) for e in rows)
+        else:
+            vals = [e[col] for e in rows if e[col] is not None]
+            out[col] = (min(vals) if r == MIN else max(vals)) if vals else None
+    return out
+
+
+def _total(terms: Iterable[tuple[int, object]]) -> object:
+    total: object = None
+    for sign, v in terms:
+        if v is None:
+            continue
+        total = sign * v if total is None else total + sign * v  # type: ignore[operator]
+    return total
+
+
+def same(a: object, b: object) -> bool:
+    """Equal, with doubles to a relative :data:`REL_TOLERANCE` (ints and Decimals exactly); None only equals None."""
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, float) or isinstance(b, float):
+        x, y = float(a), float(b)  # type: ignore[arg-type]
+        if math.isnan(x) or math.isnan(y):
+            return math.isnan(x) and math.isnan(y)
+        return abs(x - y) <= REL_TOLERANCE * max(1.0, abs(x), abs(y))
+    return a == b
+
+
+def difference(truth: object, stream: object) -> object:
+    """``truth - stream`` (a missing side counts as 0; None when neither is a number)."""
+    if truth is None and stream is None:
+        return None
+    zero: object = Decimal(0) if isinstance(truth, Decimal) or isinstance(stream, Decimal) else 0
+    t = zero if truth is None else truth
+    s = zero if stream is None else stream
+    if isinstance(t, int | float | Decimal) and isinstance(s, int | float | Decimal):
+        return t - s  # type: ignore[operator]
+    return None
+
+
+def unexplained(expected: Mapping[str, object], stream: Mapping[str, object], columns: Sequence[str]) -> list[str]:
+    """The output columns whose stream value is not the expected one (empty: the window is explained)."""
+    return [c for c in columns if not same(expected.get(c), stream.get(c))]

@@ -1,0 +1,101 @@
+"""Which (row, window) pairs the stream judged too late: from ``late/``, or replayed from the log (``drop``).
+
+``side_output``: ``late/`` holds each too-late (row, window) pair whole, with
+its file (``source_file``) and window. It is matched to the log's pairs by a
+64-bit hash of the file's path and every input column, plus the window start;
+rows that are identical in every column are interchangeable, so ``n`` late
+copies mark ``n`` of them (``row_number`` over the few matches only).
+
+``drop``: nothing was written, so the verdicts are recomputed. The rows the
+stream read are sorted into arrival order (the what-if replay's order,
+``advisor/replay_log.py``) and streamed through ONE task that runs the
+engine's own ``core.judge.judge`` -- the same ``WatermarkTracker`` that gives
+every ``W(r)`` in the engine and the what-if replay, the same clipping and
+the same verdicts -- chunk by chunk. Only the too-late pairs come back (row
+id, window start, ``W(r)``). This pass is sequential by nature (``W(r)``
+depends on every row before ``r``), like the what-if replay: it is the one
+part of ``reconcile`` that does not spread over executors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from lowwater.config import PipelineConfig
+from lowwater.core.judge import judge
+from lowwater.core.lateness import Lateness
+from lowwater.core.tracker import WatermarkTracker
+from lowwater.reconcile.log import URI_PATH
+
+CHUNK_ROWS = 200_000
+LATE_SCHEMA = "_rid long, _ws long, _w long"
+
+
+def _row_hash(path: Column, columns: list[str]) -> Column:
+    return F.xxhash64(path, *[F.col(c) for c in columns])
+
+
+def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str]) -> DataFrame:
+    """(``_rid``, ``_ws``, ``_w``) of the pairs ``late/`` holds; ``pairs`` are the stream's (row, window) pairs."""
+    late = spark.read.parquet(late_path)
+    keyed = late.select(
+        _row_hash(F.regexp_extract(F.col("source_file"), URI_PATH, 2), columns).alias("_h"),
+        F.unix_micros("window_start").alias("_ws"), F.unix_micros("watermark").alias("_w"),
+    ).groupBy("_h", "_ws").agg(F.count(F.lit(1)).alias("_copies"), F.max("_w").alias("_w"))
+    mine = pairs.select("_rid", "_ws", _row_hash(F.regexp_extract(F.col("_file"), URI_PATH, 2), columns).alias("_h"))
+    matched = mine.join(keyed, ["_h", "_ws"])
+    rank = F.row_number().over(Window.partitionBy("_h", "_ws").orderBy("_rid"))
+    return matched.withColumn("_n", rank).filter(F.col("_n") <= F.col("_copies")).select("_rid", "_ws", "_w")
+
+
+def _replay_fn(cfg: PipelineConfig, arrival: bool, marker: bool):  # noqa: ANN202
+    assigner, grace = cfg.window.assigner(), cfg.window.allowed_lateness_us
+
+    def replay(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        tracker = WatermarkTracker(cfg.watermark)
+        pending: list[pa.RecordBatch] = []
+
+        def flush() -> pa.RecordBatch:
+            t = pa.Table.from_batches(pending).combine_chunks()
+            marks = t.column("_marker").to_numpy(zero_copy_only=False) if marker else None
+            j = judge(tracker, assigner, grace, t.column("_psort").to_numpy(zero_copy_only=False).astype(str),
+                      t.column("_event_us").to_numpy(), t.column("_arrival_us").to_numpy() if arrival else None,
+                      markers=marks)
+            rid = t.column("_rid").to_numpy()
+            if j.data is not None:
+                rid = rid[j.data]
+            late = j.verdict == Lateness.TOO_LATE
+            rows = j.pairs.row[late]
+            return pa.RecordBatch.from_arrays(
+                [pa.array(rid[rows]), pa.array(np.asarray(j.pairs.start[late], dtype=np.int64)),
+                 pa.array(j.watermark_us[rows])], names=["_rid", "_ws", "_w"])
+
+        size = 0
+        for b in batches:
+            pending.append(b)
+            size += b.num_rows
+            if size >= CHUNK_ROWS:
+                yield flush()
+                pending, size = [], 0
+        if pending:
+            yield flush()
+
+    return replay
+
+
+def replayed(cfg: PipelineConfig, log: DataFrame) -> DataFrame:
+    """(``_rid``, ``_ws``, ``_w``) of the too-late pairs among the rows the stream read, by replaying ``W(r)``."""
+    src = cfg.source
+    read = log.filter(F.col("_dead").isNull() & ~F.col("_unread"))
+    source_order = ["_rid"] if src.arrival_time and src.offset else ["_file", "_block", "_rid"]
+    order = ["_arrival_us", "_psort", "_offset", *source_order] if src.arrival_time else source_order
+    marker = bool(src.marker)
+    cols = ["_rid", "_psort", "_event_us", "_arrival_us", *(["_marker"] if marker else [])]
+    compact = read.select(*dict.fromkeys([*cols, *order])).orderBy(*order).select(*cols)
+    return compact.coalesce(1).mapInArrow(_replay_fn(cfg, bool(src.arrival_time), marker), LATE_SCHEMA)

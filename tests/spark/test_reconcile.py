@@ -1,0 +1,228 @@
+"""``lowwater reconcile`` end to end on tiny pipelines run by ``lowwater run --once`` (issue 16).
+
+One small log: two partitions, partition 1 lagging so that two of its rows
+are too late, one row whose event time is clipped (``max_future_skew``),
+plus a file landed after the run (in flight) and windows still open. Each
+test runs the pipeline once and reconciles it a few times.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lowwater.config import load_config
+from lowwater.reconcile.job import reconcile
+
+from .helpers import run_cli_here
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+# (partition, event s, arrival s, key, amount), in arrival order, one list per file.
+FILES = [
+    [(0, 1, 1, "a", 1), (1, 2, 2, "a", 2), (0, 4, 4, "b", 3), (1, 6, 6, "b", 4), (0, 12, 12, "a", 5),
+     (1, 13, 13, "a", 6)],
+    [(0, 24, 24, "a", 7), (1, 23, 24, "b", 8), (0, 26, 26, "a", 9), (0, 500, 26.5, "b", 50), (1, 27, 27, "b", 10)],
+    [(1, 3, 28, "a", 100), (0, 35, 35, "b", 11), (1, 8, 36, "b", 200), (1, 36, 36, "a", 12)],
+]
+IN_FLIGHT = [(0, 14, 40, "a", 1000), (0, 41, 41, "b", 13)]
+
+
+def _land(landing: Path, i: int, rows: list[tuple]) -> None:
+    lines = [json.dumps({"partition": p, "offset": j, "event_time": T0 + t, "arrival_time": T0 + a, "key": k,
+                         "amount": float(v)}) for j, (p, t, a, k, v) in enumerate(rows)]
+    (landing / f"part-{i:03d}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _pipeline(tmp: Path, window: str, late: str = "side_output", output: str = "") -> Path:
+    landing = tmp / "landing"
+    landing.mkdir(parents=True)
+    for i, rows in enumerate(FILES):
+        _land(landing, i, rows)
+    cfg = tmp / "pipeline.toml"
+    cfg.write_text(f"""
+[source]
+format = "jsonl"
+path = "landing"
+partition = "partition"
+offset = "offset"
+arrival_time = "arrival_time"
+event_time = "event_time"
+time_unit = "s"
+max_files_per_batch = 1
+schema = "partition INT, offset LONG, event_time DOUBLE, arrival_time DOUBLE, key STRING, amount DOUBLE"
+
+[watermark]
+max_out_of_orderness = "2s"
+partitions = [0, 1]
+max_future_skew = "30s"
+
+[window]
+{window}
+key = ["key"]
+aggregations = {{ total = "sum(amount)", top = "max(amount)" }}
+
+[late]
+policy = "{late}"
+
+[output]
+path = "out"
+{output}
+""")
+    run = run_cli_here(["run", str(cfg), "--once", "-q"], tmp)
+    assert run.returncode == 0, run.stdout + run.stderr
+    _land(landing, 9, IN_FLIGHT)  # lands after the run: in flight
+    return cfg
+
+
+def _reconcile(spark, cfg: Path):  # noqa: ANN001, ANN202
+    return reconcile(spark, load_config(cfg))
+
+
+def _results(cfg: Path) -> pd.DataFrame:
+    df = pd.read_parquet(cfg.parent / "out" / "results")
+    df["batch_id"] = df["batch_id"].astype(int)
+    return df.sort_values([c for c in df.columns if c != "watermark"]).reset_index(drop=True)
+
+
+def _utc(col: pd.Series) -> pd.Series:
+    """Timestamps from Spark's ``toPandas`` (naive, in the session's zone: UTC here) as UTC instants."""
+    return col.dt.tz_localize("UTC") if col.dt.tz is None else col.dt.tz_convert("UTC")
+
+
+def _tamper_parquet(cfg: Path) -> tuple[str, str]:
+    """Add 1 to the count of one emitted row; returns (key, window start) of its window."""
+    for f in sorted(glob.glob(str(cfg.parent / "out" / "results" / "batch_id=*" / "*.parquet"))):
+        t = pq.read_table(f)
+        if t.num_rows and "batch_id=-1" not in f:
+            counts = t.column("count").to_pylist()
+            counts[0] += 1
+            pq.write_table(t.set_column(t.schema.get_field_index("count"), "count", pa.array(counts, pa.int64())), f)
+            for crc in glob.glob(os.path.join(os.path.dirname(f), ".*.crc")):
+                os.remove(crc)
+            row = t.slice(0, 1).to_pylist()[0]
+            return row["key"], row["window_start"].strftime("%Y-%m-%dT%H:%M:%S")
+    raise AssertionError("no result row to edit")
+
+
+def test_side_output_explained_then_a_tampered_row_then_apply_twice(spark, tmp_path):
+    cfg = _pipeline(tmp_path, 'type = "tumbling"\nsize = "10s"')
+    r = _reconcile(spark, cfg)
+    s = r.summary
+    late = pd.read_parquet(tmp_path / "out" / "late")
+    assert s["unexplained"] == 0, s
+    assert s["causes"]["too_late"]["rows"] == len(late) == 2
+    assert s["causes"]["too_late"]["total"] == 300.0
+    assert s["causes"]["in_flight"]["rows"] >= 2  # the file landed after the run, and the open windows
+    frame = r.frame.toPandas()
+    assert set(frame["status"]) <= {"explained", "open"}
+    explained = frame[frame["status"] == "explained"]
+    causes = explained["too_late_total"] + explained["in_flight_total"] + explained["clipped_total"]
+    assert (explained["diff_total"] == causes).all()
+    # The row written at 500 s arrived at 26.5 s: clipped, the stream counted it in [20, 30) of key b.
+    assert s["clipped_rows"] == 1 and s["causes"]["clipped"]["rows"] == 0  # +1 at 500 s, -1 in [20, 30)
+    moved = explained[(explained["key"] == "b") & (explained["clipped_rows"] == -1)]
+    assert moved["clipped_total"].tolist() == [-50.0] and moved["diff_total"].tolist() == [-50.0]
+
+    key, start = _tamper_parquet(cfg)
+    bad = run_cli_here(["reconcile", str(cfg), "-q"], tmp_path)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert f"key={key} window_start={start}" in bad.stdout
+
+    first = run_cli_here(["reconcile", str(cfg), "-q", "--apply"], tmp_path)
+    assert first.returncode == 1  # the edit is still reported; the corrections make the sink right again
+    once = _results(cfg)
+    assert (once["kind"] == "correction").sum() >= 3
+    second = run_cli_here(["reconcile", str(cfg), "-q", "--apply", "--json", str(tmp_path / "s.json")], tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    pd.testing.assert_frame_equal(_results(cfg), once)  # twice == once, row for row
+    after = json.loads((tmp_path / "s.json").read_text())
+    assert after["corrections"] == 0 and after["unexplained"] == 0
+    # Every fired window now folds to the batch truth: only windows the stream has not fired still differ.
+    assert {w["status"] for w in after["largest"]} <= {"open"}
+
+
+def test_drop_policy_hopping_retracting_is_explained_from_the_log(spark, tmp_path):
+    cfg = _pipeline(tmp_path, 'type = "hopping"\nsize = "10s"\nslide = "5s"\naccumulation = "retracting"\n'
+                    'allowed_lateness = "3s"', late="drop")
+    s = _reconcile(spark, cfg).summary
+    assert s["unexplained"] == 0, s
+    assert s["causes"]["dropped"]["rows"] >= 2 and s["causes"]["too_late"]["rows"] == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["too_late"] >= 1
+
+
+def test_session_windows_in_discarding_mode(spark, tmp_path):
+    cfg = _pipeline(tmp_path, 'type = "session"\ngap = "5s"\naccumulation = "discarding"')
+    r = _reconcile(spark, cfg)
+    s = r.summary
+    assert s["unexplained"] == 0, s
+    assert s["causes"]["too_late"]["rows"] == len(pd.read_parquet(tmp_path / "out" / "late")) == 2
+    frame = r.frame.toPandas()
+    frame["window_start"], frame["window_end"] = _utc(frame["window_start"]), _utc(frame["window_end"])
+    first = frame[(frame["key"] == "a") & (frame["window_start"] == pd.Timestamp(T0 + 1, unit="s", tz="UTC"))]
+    # The batch session [1, 8) holds the too-late row at 3, which the stream's session [1, 7) never had.
+    assert first["window_end"].tolist() == [pd.Timestamp(T0 + 8, unit="s", tz="UTC")]
+    assert first["stream_total"].tolist() == [3.0] and first["batch_total"].tolist() == [103.0]
+
+
+def test_postgres_tampered_row_then_apply_twice_and_current_is_the_truth(spark, pg_server, tmp_path):
+    import psycopg
+
+    out = ('kind = "postgres"\n[output.postgres]\n'
+           f'url = "{pg_server.url}"\nresults_table = "rec_results"\nlate_table = "rec_late"\n'
+           'dead_letter_table = "rec_dead"\nmetrics_table = "rec_metrics"\nbatches_table = "rec_batches"')
+    cfg = _pipeline(tmp_path, 'type = "tumbling"\nsize = "10s"', output=out)
+    truth = _reconcile(spark, cfg)
+    assert truth.summary["unexplained"] == 0, truth.summary
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute("UPDATE rec_results SET total = total + 1 WHERE ctid = (SELECT ctid FROM rec_results "
+                     "WHERE kind = 'final' AND key = 'b' ORDER BY window_start LIMIT 1)")
+    bad = run_cli_here(["reconcile", str(cfg), "-q"], tmp_path)
+    assert bad.returncode == 1 and "key=b window_start=2026-01-01T00:00:00Z" in bad.stdout, bad.stdout
+
+    def rows() -> list[tuple]:
+        with psycopg.connect(pg_server.url) as conn:
+            return sorted(conn.execute("SELECT key, window_start, window_end, count, total, top, kind, revision, "
+                                       "batch_id FROM rec_results").fetchall())
+
+    assert run_cli_here(["reconcile", str(cfg), "-q", "--apply"], tmp_path).returncode == 1
+    once = rows()
+    assert any(r[6] == "correction" for r in once)
+    again = run_cli_here(["reconcile", str(cfg), "-q", "--apply"], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert rows() == once  # twice == once, row for row
+    after = _reconcile(spark, cfg)
+    assert set(after.frame.toPandas()["status"]) <= {"open"}  # every fired window folds to the batch truth
+    fired = truth.frame.toPandas()
+    fired = fired[fired["status"] != "open"]
+    with psycopg.connect(pg_server.url) as conn:
+        current = {(k, ws): (n, t) for k, ws, n, t in conn.execute(
+            "SELECT key, window_start, count, total FROM rec_results_current").fetchall()}
+    fired["window_start"] = _utc(fired["window_start"])
+    assert len(fired) >= 3
+    for w in fired.itertuples():
+        assert current[(w.key, w.window_start.to_pydatetime())] == (w.batch_count, w.batch_total)
+
+
+def test_bad_options_are_one_line_and_exit_2(tmp_path):
+    """Refused before Spark starts: a time that is not one, a plot that is not HTML, sessions with drop."""
+    cfg = tmp_path / "p.toml"
+    base = ('[source]\nformat = "jsonl"\npath = "landing"\nevent_time = "t"\n[window]\n{window}\n'
+            '[late]\npolicy = "{late}"\n[output]\npath = "out"\n')
+    cfg.write_text(base.format(window='size = "10s"', late="side_output"))
+    for args, needle in ((["--from", "yesterday"], "--from"), (["--plot", "x.png"], "--plot")):
+        r = run_cli_here(["reconcile", str(cfg), *args], tmp_path)
+        assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    cfg.write_text(base.format(window='type = "session"\ngap = "5s"', late="drop"))
+    r = run_cli_here(["reconcile", str(cfg)], tmp_path)
+    assert r.returncode == 2 and "session" in r.stderr, r.stderr
