@@ -92,6 +92,8 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
         else:
             too_late = late.replayed(cfg, the_log)
     too_late = too_late.select("_rid", "_ws")
+    if cfg.late_policy == "side_output" and late.small(spark.read.parquet(late_path)):
+        too_late = F.broadcast(too_late)  # a few (row, window) pairs: no shuffle of the log's pairs to meet them
     pairs = _window_range(pairs, "_ws", "_we", from_us, to_us)
     emitted_w = _window_range(emitted_w.withColumn("_ws", F.unix_micros("window_start"))
                               .withColumn("_we", F.unix_micros("window_end")), "_ws", "_we", from_us, to_us)

@@ -34,11 +34,19 @@ from lowwater.core.tracker import WatermarkTracker
 from lowwater.reconcile.log import URI_PATH
 
 CHUNK_ROWS = 200_000
+# The late tail is small next to the log: up to this many rows it is broadcast to every task instead of
+# shuffling the log's (row, window) pairs to meet it (a sort-merge join of the whole log, twice).
+BROADCAST_ROWS = 1_000_000
 LATE_SCHEMA = "_rid long, _ws long, _w long"
 
 
 def _row_hash(path: Column, columns: list[str]) -> Column:
     return F.xxhash64(path, *[F.col(c) for c in columns])
+
+
+def small(late: DataFrame) -> bool:
+    """Whether ``late/`` (Parquet: counted from its footers) is small enough to broadcast."""
+    return late.count() <= BROADCAST_ROWS
 
 
 def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str]) -> DataFrame:
@@ -49,7 +57,7 @@ def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, colu
         F.unix_micros("window_start").alias("_ws"), F.unix_micros("watermark").alias("_w"),
     ).groupBy("_h", "_ws").agg(F.count(F.lit(1)).alias("_copies"), F.max("_w").alias("_w"))
     mine = pairs.select("_rid", "_ws", _row_hash(F.regexp_extract(F.col("_file"), URI_PATH, 2), columns).alias("_h"))
-    matched = mine.join(keyed, ["_h", "_ws"])
+    matched = mine.join(F.broadcast(keyed) if small(late) else keyed, ["_h", "_ws"])
     rank = F.row_number().over(Window.partitionBy("_h", "_ws").orderBy("_rid"))
     return matched.withColumn("_n", rank).filter(F.col("_n") <= F.col("_copies")).select("_rid", "_ws", "_w")
 
