@@ -199,17 +199,8 @@ def write_landing_zone(df: pd.DataFrame, directory: str | Path, file_span_s: flo
     return paths
 
 
-_CONFIG = """\
-[source]
-format = "jsonl"
-path = "landing"
-partition = "partition"
-offset = "offset"
-arrival_time = "arrival_time"
-event_time = "event_time"
-time_unit = "s"
-max_files_per_batch = 3
-
+# The demo's watermark, window, late and output tables: the file demo and `demo --kafka` share them.
+PIPELINE_TABLES = """\
 [watermark]
 max_out_of_orderness = "5s"
 idle_timeout = "30s"
@@ -227,7 +218,20 @@ policy = "side_output"
 
 [output]
 path = "out"
+"""
 
+_CONFIG = """\
+[source]
+format = "jsonl"
+path = "landing"
+partition = "partition"
+offset = "offset"
+arrival_time = "arrival_time"
+event_time = "event_time"
+time_unit = "s"
+max_files_per_batch = 3
+
+""" + PIPELINE_TABLES + """
 [spark]
 master = "local[*]"
 """

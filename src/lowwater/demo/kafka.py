@@ -28,7 +28,7 @@ from typing import Any
 from rich.console import Console
 
 from lowwater.config import ConfigError, load_config
-from lowwater.demo.generator import PaymentsSpec, generate_payments
+from lowwater.demo.generator import PIPELINE_TABLES, PaymentsSpec, generate_payments
 
 log = logging.getLogger("lowwater")
 
@@ -43,24 +43,7 @@ schema = "event_time DOUBLE, key STRING, amount DOUBLE, currency STRING"
 event_time = "event_time"
 time_unit = "s"
 
-[watermark]
-max_out_of_orderness = "5s"
-idle_timeout = "30s"
-partitions = [{partitions}]
-
-[window]
-type = "tumbling"
-size = "1m"
-allowed_lateness = "10s"
-key = ["key"]
-aggregations = {{ total = "sum(amount)", biggest = "max(amount)", payments_avg = "avg(amount)" }}
-
-[late]
-policy = "side_output"
-
-[output]
-path = "out"
-
+""" + PIPELINE_TABLES + """
 [trigger]
 interval = "{interval}"
 

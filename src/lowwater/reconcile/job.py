@@ -78,21 +78,22 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
         *log.values(cfg, schema))
     emitted_w = emitted.filter(F.col("batch_id") >= 0)
     late_path = f"{cfg.output.path.rstrip('/')}/late"
+    few = cfg.late_policy == "side_output" and late.small(spark, late_path)  # late/ counted once: broadcast it?
     if cfg.window.is_session:
         from lowwater.reconcile import sessions
 
         pairs = sessions.pairs(cfg, rows)
         too_late = sessions.late_in_sessions(
-            late.from_side_output(spark, late_path, sessions.proto_pairs(pairs), inputs), pairs)
+            late.from_side_output(spark, late_path, sessions.proto_pairs(pairs), inputs, few), pairs)
     else:
         pairs = log.pairs(cfg, rows)
         if cfg.late_policy == "side_output":
             stream_side = pairs.filter((F.col("_role") == log.MOVED) | ~F.col("_clipped"))
-            too_late = late.from_side_output(spark, late_path, stream_side, inputs)
+            too_late = late.from_side_output(spark, late_path, stream_side, inputs, few)
         else:
             too_late = late.replayed(cfg, the_log)
     too_late = too_late.select("_rid", "_ws")
-    if cfg.late_policy == "side_output" and late.small(spark.read.parquet(late_path)):
+    if few:
         too_late = F.broadcast(too_late)  # a few (row, window) pairs: no shuffle of the log's pairs to meet them
     pairs = _window_range(pairs, "_ws", "_we", from_us, to_us)
     emitted_w = _window_range(emitted_w.withColumn("_ws", F.unix_micros("window_start"))

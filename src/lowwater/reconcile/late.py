@@ -44,12 +44,13 @@ def _row_hash(path: Column, columns: list[str]) -> Column:
     return F.xxhash64(path, *[F.col(c) for c in columns])
 
 
-def small(late: DataFrame) -> bool:
+def small(spark: SparkSession, late_path: str) -> bool:
     """Whether ``late/`` (Parquet: counted from its footers) is small enough to broadcast."""
-    return late.count() <= BROADCAST_ROWS
+    return spark.read.parquet(late_path).count() <= BROADCAST_ROWS
 
 
-def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str]) -> DataFrame:
+def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str],
+                     broadcast: bool) -> DataFrame:
     """(``_rid``, ``_ws``, ``_w``) of the pairs ``late/`` holds; ``pairs`` are the stream's (row, window) pairs."""
     late = spark.read.parquet(late_path)
     keyed = late.select(
@@ -57,7 +58,7 @@ def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, colu
         F.unix_micros("window_start").alias("_ws"), F.unix_micros("watermark").alias("_w"),
     ).groupBy("_h", "_ws").agg(F.count(F.lit(1)).alias("_copies"), F.max("_w").alias("_w"))
     mine = pairs.select("_rid", "_ws", _row_hash(F.regexp_extract(F.col("_file"), URI_PATH, 2), columns).alias("_h"))
-    matched = mine.join(F.broadcast(keyed) if small(late) else keyed, ["_h", "_ws"])
+    matched = mine.join(F.broadcast(keyed) if broadcast else keyed, ["_h", "_ws"])
     rank = F.row_number().over(Window.partitionBy("_h", "_ws").orderBy("_rid"))
     return matched.withColumn("_n", rank).filter(F.col("_n") <= F.col("_copies")).select("_rid", "_ws", "_w")
 
