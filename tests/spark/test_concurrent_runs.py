@@ -1,18 +1,22 @@
 """Two ``lowwater run`` on one output path, as a user starts them: the second refuses.
 
-Two JVM starts in all: the first run, and the run that finds the checkpoint
-drained. The second concurrent run refuses before Spark starts; the solo
-reference runs in the test process on the shared session.
+One JVM start in all: the run that finds the checkpoint drained. The first run is
+the CLI in this process (on the shared session; it holds the lock with this
+process's pid, and its first step waits until the second run has answered); the
+second, concurrent run is a process that refuses before Spark starts; the solo
+reference runs in this process too.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pandas as pd
@@ -21,6 +25,7 @@ import pytest
 from lowwater.config import load_config
 from lowwater.io.lock import LOCK_NAME
 from lowwater.spark.engine import Engine
+from tests.spark.helpers import run_cli_here
 from tests.spark.test_cli import land, run_cli
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -39,7 +44,8 @@ def table(path) -> list[tuple]:  # noqa: ANN001
     return sorted(tuple(str(v) for v in row) for row in df[sorted(df.columns)].itertuples(index=False))
 
 
-def test_second_run_refuses_naming_the_holder_and_the_first_equals_a_solo_run(spark, tmp_path):
+def test_second_run_refuses_naming_the_holder_and_the_first_equals_a_solo_run(spark, tmp_path, monkeypatch,
+                                                                              caplog):
     work, solo = tmp_path / "work", tmp_path / "solo"
     work.mkdir()
     land(work, "jsonl")
@@ -50,35 +56,49 @@ def test_second_run_refuses_naming_the_holder_and_the_first_equals_a_solo_run(sp
              "proc_start": None}
     (work / "out" / LOCK_NAME).write_text(json.dumps(stale))
 
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    first = subprocess.Popen(
-        [sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", "--once", "--drain", "-q"],
-        cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    try:
-        lock = work / "out" / LOCK_NAME
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if lock.exists() and json.loads(lock.read_text() or "{}").get("pid") == first.pid:
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the first run never took the lock")
-        t0 = time.monotonic()
-        second = run_cli(["run", "pipeline.toml", "--once", "-q"], work, timeout=120)
-        refused_in = time.monotonic() - t0
-        out, err = first.communicate(timeout=300)
-    finally:
-        if first.poll() is None:
-            first.kill()
+    # The second run, started once the first holds the lock; the first's first step waits for its answer.
+    lock = work / "out" / LOCK_NAME
+    answered = threading.Event()
+    answer: dict = {}
+
+    def second_run() -> None:
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if lock.exists() and json.loads(lock.read_text() or "{}").get("pid") == os.getpid():
+                    break
+                time.sleep(0.05)
+            else:
+                return
+            t0 = time.monotonic()
+            answer["second"] = run_cli(["run", "pipeline.toml", "--once", "-q"], work, timeout=120)
+            answer["refused_in"] = time.monotonic() - t0
+        finally:
+            answered.set()
+
+    step = Engine.process_batch
+
+    def process_batch_after_the_answer(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        answered.wait(180)
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(Engine, "process_batch", process_batch_after_the_answer)
+    other = threading.Thread(target=second_run, daemon=True)
+    other.start()
+    with caplog.at_level(logging.WARNING, logger="lowwater"):
+        first = run_cli_here(["run", "pipeline.toml", "--once", "--drain", "-q"], work)
+    other.join(180)
+    monkeypatch.undo()
+    assert "second" in answer, "the first run never took the lock"
+    second, refused_in = answer["second"], answer["refused_in"]
     assert second.returncode == 2, second.stderr
     lines = second.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: output.path:"), second.stderr
-    assert f"host {socket.gethostname()}, pid {first.pid}, since " in lines[0]
+    assert f"host {socket.gethostname()}, pid {os.getpid()}, since " in lines[0]
     assert refused_in < 30  # before Spark starts (a JVM start alone takes 10-20 s here)
 
-    assert first.returncode == 0, err[-3000:]
-    taken = [ln for ln in err.splitlines() if "taking over the lock" in ln]
+    assert first.returncode == 0, first.stderr[-3000:]
+    taken = [r.getMessage() for r in caplog.records if "taking over the lock" in r.getMessage()]
     assert len(taken) == 1 and f"pid {stale['pid']}" in taken[0] and "is not running" in taken[0]
     assert not (work / "out" / LOCK_NAME).exists()  # released at the end
 

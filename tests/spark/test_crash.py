@@ -1,10 +1,12 @@
 """Crash and restart: kill -9 at several points, rerun the same command; the
 outputs -- Parquet and PostgreSQL -- equal those of an uninterrupted run (SEMANTICS.md §8).
 
-Two ``lowwater run`` processes are really killed (a JVM start each, ~10-20 s): one
-by the fault hook between a step's writes and its commit, one by SIGKILL of its
-process group at a random moment. The other fault points are crashes of a run in
-this process (:func:`crash_here`: the step stops there, uncommitted), and the last
+One ``lowwater run`` process is really killed (a JVM start, ~10-20 s): SIGKILL of its
+process group at a random moment, which also leaves its lock and a PostgreSQL
+connection behind. The fault points (between a step's writes and its delivery,
+after a commit, inside the drain) are crashes of a run in this process
+(:func:`crash_here`: the step stops there, uncommitted, as ``LOWWATER_FAULT`` leaves
+it in a process; test_kafka_ops kills a process at such a point), and the last
 restart is the same command in this process (``run_cli_here``).
 """
 
@@ -168,8 +170,8 @@ def test_kill_9_and_restart_gives_the_uninterrupted_outputs(tmp_path, pg_server,
     monkeypatch.setenv("LOWWATER_PG_URL", pg_server.url)
     Engine(load_config(clean / "pipeline.toml"), spark).run(drain=True)
     # Kill points (steps 0 .. FILES-1 read one file each; the drain is step FILES):
-    # 1. a real process crashes after the step's Parquet writes and PostgreSQL staging, before its delivery
-    assert run(crashed, env={**pg, "LOWWATER_FAULT": "before_deliver:1"}) == 137
+    # 1. a crash after the step's Parquet writes and PostgreSQL staging, before its delivery (in this process)
+    crash_here(spark, crashed, "before_deliver", 1, monkeypatch)
     # 2. kill -9 of a real process at an arbitrary moment mid-step: a random delay after this run's first
     #    commit (a step takes a second or two at this size, so the kill lands in a step's reading, folding,
     #    writing, staging or delivery; each CI run draws another moment)

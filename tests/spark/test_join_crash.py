@@ -1,8 +1,10 @@
 """Crash and restart of an interval join: a run crashed at two points and rerun gives the joined/,
 late/ and accounting of an uninterrupted run (the join's state comes back with the offsets, SEMANTICS.md §8).
 
-One real ``lowwater run`` process is killed (between a step's writes and its commit);
-the second crash and the restarts run in this process (one JVM start in all).
+Both crashes and the restart run in this process, on the shared session (no JVM start):
+:func:`~tests.spark.test_crash.crash_here` stops a step at a fault point uncommitted, as
+``LOWWATER_FAULT`` leaves it in a process (real kills are test_crash's and test_kafka_ops'
+subject; the join's state is what this test follows across them).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from lowwater.config import load_config
 from lowwater.spark.engine import Engine
 
 from .helpers import run_cli_here
-from .test_crash import crash_here, run
+from .test_crash import crash_here
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -100,9 +102,8 @@ def test_a_killed_join_restarts_to_the_uninterrupted_outputs(tmp_path, spark, mo
     land(clean)
     land(crashed)
     Engine(load_config(clean / "pipeline.toml"), spark).run(drain=True)
-    # 1. a real process crashes after step 1's outputs, before its manifest commit: the step is replayed
-    #    from step 0's state
-    assert run(crashed, env={"LOWWATER_FAULT": "before_commit:1"}) == 137
+    # 1. a crash after step 1's outputs, before its manifest commit: the step is replayed from step 0's state
+    crash_here(spark, crashed, "before_commit", 1, monkeypatch)
     # 2. crash (in this process) right after step 2's manifest commit, before Spark's commit log: the batch
     #    is replayed, recognised as done, and the drain starts from step 2's state
     crash_here(spark, crashed, "after_commit", 2, monkeypatch)

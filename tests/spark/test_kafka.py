@@ -288,9 +288,15 @@ def test_values_parse_with_the_schema_and_bad_ones_keep_their_text(spark, tmp_pa
         ("t", 0, i, "k", "t-0") for i in range(3)]
 
 
-def test_lowwater_run_reads_a_topic_with_the_fetched_connector(kafka_broker, tmp_path):
-    """The command a user runs: the connector's jars go on spark.jars, a client secret is never printed."""
-    from .test_cli import run_cli
+def test_lowwater_run_reads_a_topic_with_the_fetched_connector(spark, kafka_broker, tmp_path):
+    """The command a user runs: it reads the topic, a client secret is never printed.
+
+    In this process, on the shared session (which has the fetched connector's jars, as
+    ``jars_for`` gives them): a JVM start less. A fresh process putting them on its own
+    ``spark.jars``, and the secret kept out of its JVM's output too, is test_kafka_ops'
+    SIGKILL test (its two ``lowwater run`` processes).
+    """
+    from .helpers import run_cli_here
 
     kafka_broker.create_topic("cli", 2)
     kafka_broker.produce("cli", [(i % 2, T0 + 200 * i, json.dumps({"event_time": T0 + 200 * i, "key": "k",
@@ -299,7 +305,7 @@ def test_lowwater_run_reads_a_topic_with_the_fetched_connector(kafka_broker, tmp
     cfg = kafka_pipeline(tmp_path, kafka_broker, "cli")
     cfg.write_text(cfg.read_text().replace('value_format = "json"',
                                            'value_format = "json"\nkafka = { "sasl.jaas.config" = "s3cret-jaas" }'))
-    proc = run_cli(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)
+    proc = run_cli_here(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.startswith("lowwater run: reading kafka from kafka://cli; checkpoint ")
     assert "s3cret-jaas" not in proc.stdout + proc.stderr

@@ -122,6 +122,10 @@ def test_sigkill_of_the_driver_and_a_restart_read_every_offset_once(spark, kafka
     kafka_broker.produce("sigkill", records)
     crashed = kafka_pipeline(tmp_path / "crashed", kafka_broker, "sigkill", per_trigger=20).parent
     clean = kafka_pipeline(tmp_path / "clean", kafka_broker, "sigkill", per_trigger=20).parent
+    for root in (crashed, clean):  # a client secret: never printed, by lowwater or its JVM (stderr below)
+        cfg = root / "pipeline.toml"
+        cfg.write_text(cfg.read_text().replace(
+            'value_format = "json"', 'value_format = "json"\nkafka = { "sasl.jaas.config" = "s3cret-jaas" }'))
 
     # The reference: the same command on its own checkpoint, uninterrupted, in this process.
     proc = run_cli_here(["run", "pipeline.toml", "--drain", "-q"], clean)
@@ -132,6 +136,9 @@ def test_sigkill_of_the_driver_and_a_restart_read_every_offset_once(spark, kafka
     _, err = run.communicate(timeout=240)
     assert run.returncode == -signal.SIGKILL, err.decode()[-2000:]
     assert committed_steps(crashed) == 0
+    # A process of its own: the fetched connector on its spark.jars (it read the topic), the start line.
+    assert err.decode().startswith("lowwater run: reading kafka from kafka://sigkill; checkpoint "), err.decode()
+    assert b"s3cret-jaas" not in err
     # 2. SIGKILL at a random moment after the next run's first commit (steps 2-8 or the drain).
     delay = random.uniform(0.0, 0.8)
     run = start_run(crashed)
@@ -145,6 +152,7 @@ def test_sigkill_of_the_driver_and_a_restart_read_every_offset_once(spark, kafka
     except ProcessLookupError:
         pass
     assert run.wait(60) == -signal.SIGKILL, f"finished before the kill ({delay:.2f} s after a commit)"
+    assert b"s3cret-jaas" not in run.stderr.read()
     # 3. The same command again, to the end.
     proc = run_cli_here(["run", "pipeline.toml", "--drain", "-q"], crashed)
     assert proc.returncode == 0, proc.stderr[-2000:]
