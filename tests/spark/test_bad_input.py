@@ -12,6 +12,7 @@ import pytest
 
 from lowwater.config import load_config
 from lowwater.spark.engine import Engine
+from lowwater.testing.outputs import read_output
 
 from .test_cli import CONFIG, ROWS
 
@@ -61,13 +62,13 @@ def run(spark, root: Path, bad: bool, monkeypatch) -> tuple[list[tuple], pd.Data
     engine = Engine(load_config(root / "pipeline.toml"), spark)
     summary = engine.summary(engine.run(drain=True))
     monkeypatch.undo()
-    res = spark.read.parquet(str(root / "out" / "results")).toPandas()
+    res = read_output(spark, root / "out" / "results")
     emitted = sorted(
         (r.key, str(r.window_start), str(r.window_end), r["count"], r.total, r.kind, r.revision)
         for _, r in res.iterrows()
     )
     dead = root / "out" / "dead_letter"
-    dl = spark.read.parquet(str(dead)).toPandas() if dead.exists() else pd.DataFrame()
+    dl = read_output(spark, dead) if dead.exists() else pd.DataFrame()
     return emitted, dl, summary
 
 

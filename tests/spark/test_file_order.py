@@ -18,6 +18,7 @@ import pytest
 
 from lowwater.config import parse_config
 from lowwater.spark.engine import Engine
+from lowwater.testing.outputs import read_output
 from lowwater.testing.scenario import Outcome, base_config, run_scenario
 
 pytestmark = pytest.mark.spark
@@ -70,7 +71,7 @@ def run(spark, root: Path, cfg: dict, drain: bool = True) -> Outcome:  # noqa: A
         import pandas as pd
 
         path = root / "out" / kind
-        return spark.read.parquet(str(path)).toPandas() if path.exists() else pd.DataFrame()
+        return read_output(spark, path) if path.exists() else pd.DataFrame()
 
     return Outcome(read("results"), read("late"), read("dead_letter"), read("metrics"), summary)
 

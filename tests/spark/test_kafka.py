@@ -19,6 +19,7 @@ import pytest
 
 from lowwater.config import load_config
 from lowwater.spark.engine import Engine
+from lowwater.testing.outputs import read_output
 
 from .helpers import secs
 
@@ -117,10 +118,10 @@ def kafka_pipeline(root: Path, broker, topic: str, per_trigger: int | None = Non
 
 def outcome(spark, root: Path, partition: str) -> tuple[list, list, pd.DataFrame]:  # noqa: ANN001
     """(results, late rows, metrics) of a finished run, in comparable form."""
-    res = spark.read.parquet(str(root / "out" / "results")).toPandas()
+    res = read_output(spark, root / "out" / "results")
     results = sorted((r.key, secs(r.window_start), secs(r.window_end), r["count"], r.total, r.kind, r.revision)
                      for _, r in res.iterrows())
-    late = spark.read.parquet(str(root / "out" / "late")).toPandas()
+    late = read_output(spark, root / "out" / "late")
     lates = sorted((int(r[partition]), r.event_time, secs(r.window_start), secs(r.watermark), r.reason)
                    for _, r in late.iterrows())
     return results, lates, pd.read_parquet(root / "out" / "metrics")

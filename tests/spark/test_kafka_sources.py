@@ -15,6 +15,7 @@ import pytest
 
 from lowwater.config import load_config
 from lowwater.spark.engine import Engine
+from lowwater.testing.outputs import read_output
 
 from .helpers import secs
 
@@ -94,7 +95,7 @@ def _land(folder, rows) -> None:  # noqa: ANN001
 
 
 def _results(spark, root) -> list:  # noqa: ANN001
-    res = spark.read.parquet(str(root / "out" / "results")).toPandas()
+    res = read_output(spark, root / "out" / "results")
     return sorted((r.key, secs(r.window_start), r["count"], r.total, r.kind, r.revision) for _, r in res.iterrows())
 
 

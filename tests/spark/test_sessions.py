@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lowwater.testing.outputs import read_output
 from lowwater.testing.scenario import base_config, run_scenario
 
 from .helpers import emitted, late_rows
@@ -253,7 +254,7 @@ def test_replayed_batch_redoes_the_same_step_from_the_same_state(spark, tmp_path
     for i in (1, 2):
         restarted.process_batch(read_batch(spark, parsed_cfg.source, restarted.schema, path=files[i]), i)
     summary = restarted.summary(restarted.drain())
-    results = spark.read.parquet(str(tmp_path / "out" / "results")).toPandas()
+    results = read_output(spark, tmp_path / "out" / "results")
     cols = [c for c in results.columns if c not in ("batch_id", "watermark")]
     got = sorted(tuple(r) for r in results[cols].itertuples(index=False))
     assert got == sorted(tuple(r) for r in clean.results[cols].itertuples(index=False))

@@ -14,6 +14,7 @@ from lowwater.advisor.whatif import SweepSpec, advise, run_whatif
 from lowwater.config import load_config, parse_config
 from lowwater.demo.generator import PaymentsSpec, write_demo
 from lowwater.spark.engine import Engine
+from lowwater.testing.outputs import read_output
 from lowwater.testing.scenario import base_config, run_scenario
 
 from .helpers import run_cli_here
@@ -75,7 +76,7 @@ def test_peak_open_windows_equals_the_engine_on_the_demo_log(spark, tmp_path):
     cfg = load_config(write_demo(tmp_path, spec))
     assert cfg.source.max_files_per_batch == 3
     Engine(cfg, spark).run(once=True, drain=True)
-    per_step = spark.read.parquet(f"{cfg.output.path}/metrics").toPandas()["open_windows"]
+    per_step = read_output(spark, f"{cfg.output.path}/metrics")["open_windows"]
     bound, grace = cfg.watermark.max_out_of_orderness_us, cfg.window.allowed_lateness_us
     whatif = run_whatif(spark, cfg, SweepSpec([bound], [grace], chunk_rows=1_000))  # chunks cut across batches
     assert len(per_step) >= 5 and whatif[0]["peak_open_windows"] == int(per_step.max())

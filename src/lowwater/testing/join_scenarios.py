@@ -29,6 +29,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.join import IntervalJoin, JoinRow, Side, run_batch
 from lowwater.core.judge import arrival_order, clip_per_source
 from lowwater.core.tracker import WatermarkTracker
+from lowwater.testing.outputs import read_output
 from lowwater.testing.scenario import table
 from lowwater.testing.scenario_files import Scenario, _log, load
 
@@ -198,7 +199,7 @@ def _observed(spark, cfg: PipelineConfig, out: Path, summary: dict) -> JoinObser
 
     def read(kind: str) -> list[dict]:
         p = out / kind
-        return spark.read.parquet(str(p)).toPandas().to_dict("records") if p.exists() else []
+        return read_output(spark, p).to_dict("records") if p.exists() else []
 
     def secs(ts) -> float | None:  # noqa: ANN001
         return None if ts is None or pd.isna(ts) else pd.Timestamp(ts).value / 1e9

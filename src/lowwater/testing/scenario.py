@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from lowwater.config import parse_config
+from lowwater.testing.outputs import read_output
 
 DEFAULT_SCHEMA = "partition STRING, offset LONG, event_time DOUBLE, arrival_time DOUBLE, key STRING, amount DOUBLE"
 
@@ -115,7 +116,7 @@ def base_config(**sections: dict[str, Any]) -> dict[str, Any]:
 def _read(spark, path: Path) -> pd.DataFrame:  # noqa: ANN001
     if not path.exists():
         return pd.DataFrame()
-    df = spark.read.parquet(str(path)).toPandas()
+    df = read_output(spark, path)
     return df
 
 

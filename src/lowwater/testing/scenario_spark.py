@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lowwater.testing.outputs import read_output
 from lowwater.testing.scenario_files import COUNT_KEYS, Observed, Scenario, _agg_names, _num
 
 
@@ -64,7 +65,7 @@ def run_spark(spark, s: Scenario, cuts: dict[str, list[int]], workdir: Path | No
 
 
 def _read(spark, path: Path) -> pd.DataFrame:  # noqa: ANN001
-    return spark.read.parquet(str(path)).toPandas() if path.exists() else pd.DataFrame()
+    return read_output(spark, path) if path.exists() else pd.DataFrame()
 
 
 def _secs(ts) -> float:  # noqa: ANN001
