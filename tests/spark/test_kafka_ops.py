@@ -113,6 +113,7 @@ def start_run(root: Path, env: dict[str, str] | None = None) -> subprocess.Popen
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
 
+@pytest.mark.slow  # two driver processes (JVM starts), as the other crash/restart tests
 def test_sigkill_of_the_driver_and_a_restart_read_every_offset_once(spark, kafka_broker, tmp_path):  # noqa: ARG001
     """SIGKILL between a step's writes and its commit, then at a random moment; the same command again."""
     rows = stream(160, quiet=False)  # 40 records a partition, in arrival order
