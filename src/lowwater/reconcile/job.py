@@ -2,9 +2,10 @@
 
 The pieces, one module each: where the stream is (``position.py``), the log
 as (row, window) pairs (``log.py``, sessions: ``sessions.py``), which pairs
-were too late (``late.py``), the stream's fold (``stream.py``), the
-comparison (``compare.py``), corrections (``apply.py``) and the reports
-(``report.py``). Everything is DataFrame joins and ``groupBy``s except the
+were too late (``late.py``), the stream's fold (``stream.py``), where each
+row went and the per-window totals (``attribution.py``), the comparison
+(``compare.py``), corrections (``apply.py``) and the reports
+(``report.py``). Everything is broadcast joins and two ``groupBy``s except the
 ``drop`` policy's replay (one task, like the what-if replay) and the summary,
 which collects a few numbers and the largest differences.
 """
