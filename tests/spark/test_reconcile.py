@@ -133,6 +133,16 @@ def test_side_output_explained_then_a_tampered_row_then_apply_twice(spark, tmp_p
     moved = explained[(explained["key"] == "b") & (explained["clipped_rows"] == -1)]
     assert moved["clipped_total"].tolist() == [-50.0] and moved["diff_total"].tolist() == [-50.0]
 
+    # A second copy of a too-late row slipped into its file: late/ holds one copy, so only one of the two
+    # identical rows is late; the other is a row the stream never counted -> unexplained, window named.
+    log_file = tmp_path / "landing" / "part-002.jsonl"
+    kept = log_file.read_text()
+    log_file.write_text(kept.splitlines()[0] + "\n" + kept)
+    doubled = run_cli_here(["reconcile", str(cfg), "-q"], tmp_path)
+    assert doubled.returncode == 1, doubled.stdout + doubled.stderr
+    assert "key=a window_start=2026-01-01T00:00:00Z" in doubled.stdout
+    log_file.write_text(kept)
+
     key, start = _tamper_parquet(cfg)
     bad = run_cli_here(["reconcile", str(cfg), "-q"], tmp_path)
     assert bad.returncode == 1, bad.stdout + bad.stderr

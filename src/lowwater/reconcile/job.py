@@ -2,9 +2,10 @@
 
 The pieces, one module each: where the stream is (``position.py``), the log
 as (row, window) pairs (``log.py``, sessions: ``sessions.py``), which pairs
-were too late (``late.py``), the stream's fold (``stream.py``), the
-comparison (``compare.py``), corrections (``apply.py``) and the reports
-(``report.py``). Everything is DataFrame joins and ``groupBy``s except the
+were too late (``late.py``), the stream's fold (``stream.py``), where each
+row went and the per-window totals (``attribution.py``), the comparison
+(``compare.py``), corrections (``apply.py``) and the reports
+(``report.py``). Everything is broadcast joins and two ``groupBy``s except the
 ``drop`` policy's replay (one task, like the what-if replay) and the summary,
 which collects a few numbers and the largest differences.
 """
@@ -18,7 +19,7 @@ from pyspark.sql import functions as F
 
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.core.reconcile import CAUSES
-from lowwater.reconcile import compare, late, log, stream
+from lowwater.reconcile import attribution, compare, late, log, stream
 from lowwater.reconcile.position import StreamPosition, stream_position
 from lowwater.time import format_ts
 
@@ -71,48 +72,74 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     schema = log.input_schema(spark, cfg)
     emitted = emissions(spark, cfg)
     types = {f.name: f.dataType for f in schema.fields}
-    the_log = log.read_log(spark, cfg, schema, position)
     inputs = log.input_columns(schema)
-    rows = log.valid(the_log).select(
-        *dict.fromkeys([*inputs, *cfg.window.key]), "_rid", "_file", "_event_us", "_clip_us", "_clipped", "_unread",
-        *log.values(cfg, schema))
-    emitted_w = emitted.filter(F.col("batch_id") >= 0)
     late_path = f"{cfg.output.path.rstrip('/')}/late"
-    few = cfg.late_policy == "side_output" and late.small(spark, late_path)  # late/ counted once: broadcast it?
+    side_output = cfg.late_policy == "side_output"
+    late_rows = late.size(spark, late_path) if side_output else 0
+    # One scan of the log (never cached) unless a pass needs stable row ids: sessions, the drop replay.
+    single = not cfg.window.is_session and side_output
+    the_log = log.read_log(spark, cfg, schema, position, persist=not single)
+    rows = the_log.filter(~F.coalesce(F.col("_marker"), F.lit(False))).select(
+        *dict.fromkeys([*inputs, *cfg.window.key]), *([] if single else ["_rid"]), "_fid", "_dead", "_event_us",
+        "_clip_us", "_clipped", "_unread", *log.values(cfg, schema))
+    if single:
+        pairs = late.mark(spark, late_path, log.pairs(cfg, rows), inputs, late_rows)
+    else:
+        pairs = _exactly_marked(spark, cfg, the_log, rows, inputs, late_path, late_rows)
+    emitted_w = emitted.filter(F.col("batch_id") >= 0).withColumn(
+        "_ws", F.unix_micros("window_start")).withColumn("_we", F.unix_micros("window_end"))
     if cfg.window.is_session:
         from lowwater.reconcile import sessions
 
-        pairs = sessions.pairs(cfg, rows)
-        too_late = sessions.late_in_sessions(
-            late.from_side_output(spark, late_path, sessions.proto_pairs(pairs), inputs, few), pairs)
+        folded = sessions.fold(cfg, emitted_w.drop("_ws", "_we"), pairs.filter(F.col("_role") == log.TRUTH))
+        folded = folded.withColumn("_ws", F.unix_micros("window_start")).withColumn(
+            "_we", F.unix_micros("window_end")).drop("window_start", "window_end")
+        corrected = folded.filter(F.col("_corr_step").isNotNull())
+        fold_aggs = [F.max(c).alias(c) for c in folded.columns if c.startswith(("s_", "_last_rev", "_corr_step"))]
     else:
-        pairs = log.pairs(cfg, rows)
-        if cfg.late_policy == "side_output":
-            stream_side = pairs.filter((F.col("_role") == log.MOVED) | ~F.col("_clipped"))
-            too_late = late.from_side_output(spark, late_path, stream_side, inputs, few)
-        else:
-            too_late = late.replayed(cfg, the_log)
-    too_late = too_late.select("_rid", "_ws")
-    if few:
-        too_late = F.broadcast(too_late)  # a few (row, window) pairs: no shuffle of the log's pairs to meet them
-    pairs = _window_range(pairs, "_ws", "_we", from_us, to_us)
-    emitted_w = _window_range(emitted_w.withColumn("_ws", F.unix_micros("window_start"))
-                              .withColumn("_we", F.unix_micros("window_end")), "_ws", "_we", from_us, to_us)
-    if cfg.window.is_session:
-        folded = sessions.fold(cfg, emitted_w.drop("_ws", "_we"), pairs)
-    else:
-        folded = stream.fold(cfg, emitted_w.drop("_ws", "_we"), [*cfg.window.key, "window_start", "window_end"])
-    pairs = _covered(spark, cfg, pairs, folded)
-    windows = compare.per_window(cfg, compare.causes(pairs, too_late, str(cfg.late_policy), position), types)
-    side = compare.side_by_side(cfg, windows, folded, position).persist()
-    summary = _summary(cfg, side, the_log, position)
-    # The files this comparison read (a correction records them): a few rows, from the persisted log.
-    files = [r[0] for r in the_log.select(F.regexp_extract("_file", log.URI_PATH, 2)).distinct().collect()]
+        folded, corrected = emitted_w, stream.corrected(cfg, emitted_w)
+        fold_aggs = stream.fold_aggs(cfg, emitted.schema)
+    pairs = _covered(spark, cfg, pairs, corrected)
+    tallied = attribution.tally(cfg, attribution.causes(pairs, str(cfg.late_policy), position))
+    windows = attribution.per_window(cfg, tallied, types, folded, fold_aggs).persist()
+    counts = attribution.counts(windows, log.windows_per_row(cfg))
+    side = compare.side_by_side(cfg, _window_range(windows.filter(F.col("_ws").isNotNull()), "_ws", "_we",
+                                                   from_us, to_us), position).persist()
+    summary = _summary(cfg, side, counts, position)
+    files = sorted({log.file_path(u) for u in the_log.inputFiles()})  # listed, not scanned
+    windows.unpersist()
     the_log.unpersist()
     return Reconciliation(side.filter("_differs"), summary, position, emitted, {"files": files})
 
 
-def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, folded: DataFrame) -> DataFrame:
+def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame, rows: DataFrame,
+                    inputs: list[str], late_path: str, late_rows: int) -> DataFrame:
+    """The pairs of a persisted log (sessions, ``drop``), with ``_late`` matched by row id (``late.py``)."""
+    valid = rows.filter(F.col("_dead").isNull())
+    few = late_rows <= late.BROADCAST_ROWS
+    if cfg.window.is_session:
+        from lowwater.reconcile import sessions
+
+        pairs = sessions.pairs(cfg, valid)
+        if late_rows:
+            too_late = sessions.late_in_sessions(
+                late.from_side_output(spark, late_path, sessions.proto_pairs(pairs), inputs, few), pairs)
+        else:
+            too_late = spark.createDataFrame([], late.LATE_SCHEMA)
+    else:
+        pairs = log.pairs(cfg, valid)
+        too_late = late.replayed(cfg, the_log)
+    pairs = pairs.unionByName(log.dead_pairs(rows, list(cfg.window.key)))
+    too_late = too_late.select("_rid", "_ws").withColumn("_hit", F.lit(True))
+    if few:
+        too_late = F.broadcast(too_late)  # a few (row, window) pairs: no shuffle of the log's pairs to meet them
+    stream_side = (F.col("_role") == log.MOVED) | ~F.col("_clipped")
+    return (pairs.join(too_late, ["_rid", "_ws"], "left")
+            .withColumn("_late", F.coalesce(F.col("_hit"), F.lit(False)) & stream_side).drop("_hit")
+            .withColumn("_lh", F.lit(None).cast("long")).withColumn("_copies", F.lit(None).cast("long")))
+
+
+def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, corrected: DataFrame) -> DataFrame:
     """``pairs`` plus ``_covered``: the pair's window was corrected by ``--apply`` when its row's file was there.
 
     Corrections are few: the corrected windows and the files each correction
@@ -121,9 +148,8 @@ def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, folded:
     from lowwater.reconcile.apply import covered_files
 
     keys = list(cfg.window.key)
-    corrected = folded.filter(F.col("_corr_step").isNotNull()).select(
-        *[F.col(k).alias(f"_ck_{k}") for k in keys], F.unix_micros("window_start").alias("_cws"),
-        F.unix_micros("window_end").alias("_cwe"), "_corr_step")
+    corrected = corrected.select(*[F.col(k).alias(f"_ck_{k}") for k in keys], F.col("_ws").alias("_cws"),
+                                 F.col("_we").alias("_cwe"), "_corr_step")
     files = covered_files(spark, cfg)
     if files is None:
         return pairs.withColumn("_covered", F.lit(False))
@@ -132,10 +158,9 @@ def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, folded:
         cond = cond & F.col(k).eqNullSafe(F.col(f"_ck_{k}"))
     cond = cond & (F.col("_ws") == F.col("_cws")) & (F.col("_we") == F.col("_cwe"))
     marked = pairs.join(F.broadcast(corrected), cond, "left").drop(*[f"_ck_{k}" for k in keys], "_cws", "_cwe")
-    path = F.regexp_extract(F.col("_file"), log.URI_PATH, 2)
-    hit = F.broadcast(files.withColumn("_covered", F.lit(True)))
-    marked = marked.join(hit, (marked["_corr_step"] == hit["_step"]) & (path == hit["_fpath"]), "left")
-    return marked.drop("_corr_step", "_step", "_fpath")
+    hit = F.broadcast(files.select("_step", log.file_id(F.col("_fpath")).alias("_cfid"), F.lit(True).alias("_covered")))
+    marked = marked.join(hit, (marked["_corr_step"] == hit["_step"]) & (F.col("_fid") == hit["_cfid"]), "left")
+    return marked.drop("_corr_step", "_step", "_cfid")
 
 
 def _window_range(df: DataFrame, ws: str, we: str, from_us: int | None, to_us: int | None) -> DataFrame:
@@ -146,7 +171,7 @@ def _window_range(df: DataFrame, ws: str, we: str, from_us: int | None, to_us: i
     return df
 
 
-def _summary(cfg: PipelineConfig, side: DataFrame, the_log: DataFrame, position: StreamPosition) -> dict:
+def _summary(cfg: PipelineConfig, side: DataFrame, counts: dict[str, int], position: StreamPosition) -> dict:
     """Counts, rows and value by cause, the largest differences and every unexplained window (named)."""
     value_aggs = [a.name for a in cfg.window.aggregations if a.func in ("sum", "count")]
     cause_sums = [F.sum(f"{c}_{v}").alias(f"{c}_{v}") for c in CAUSES for v in ("rows", *value_aggs)]
@@ -154,11 +179,6 @@ def _summary(cfg: PipelineConfig, side: DataFrame, the_log: DataFrame, position:
         F.count(F.lit(1)).alias("checked"), F.sum(F.col("_differs").cast("long")).alias("differing"),
         F.sum((F.col("status") == "open").cast("long")).alias("open"),
         F.sum((F.col("status") == "unexplained").cast("long")).alias("unexplained"), *cause_sums,
-    ).first()
-    counts = the_log.agg(
-        F.sum(F.col("_dead").isNotNull().cast("long")).alias("dead_letter"),
-        F.sum((F.col("_dead").isNull() & ~F.coalesce(F.col("_marker"), F.lit(False))).cast("long")).alias("rows"),
-        F.sum((F.col("_dead").isNull() & F.col("_clipped")).cast("long")).alias("clipped"),
     ).first()
     measure = next((f"diff_{a.name}" for a in cfg.window.aggregations if a.func == "sum"), "diff_count")
     keys = list(cfg.window.key)
@@ -177,9 +197,9 @@ def _summary(cfg: PipelineConfig, side: DataFrame, the_log: DataFrame, position:
         "windows_differing": int(stats["differing"] or 0),
         "windows_open": int(stats["open"] or 0),
         "unexplained": int(stats["unexplained"] or 0),
-        "rows": int(counts["rows"] or 0),
-        "dead_letter": int(counts["dead_letter"] or 0),
-        "clipped_rows": int(counts["clipped"] or 0),
+        "rows": counts["rows"],
+        "dead_letter": counts["dead_letter"],
+        "clipped_rows": counts["clipped"],
         "stream_step": position.step,
         "stream_watermark": format_ts(position.watermark_us),
         "files_read": len(position.read_files),

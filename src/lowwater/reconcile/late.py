@@ -31,7 +31,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.judge import judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import WatermarkTracker
-from lowwater.reconcile.log import URI_PATH
+from lowwater.reconcile.log import URI_PATH, file_id
 
 CHUNK_ROWS = 200_000
 # The late tail is small next to the log: up to this many rows it is broadcast to every task instead of
@@ -44,20 +44,62 @@ def _row_hash(path: Column, columns: list[str]) -> Column:
     return F.xxhash64(path, *[F.col(c) for c in columns])
 
 
+def size(spark: SparkSession, late_path: str) -> int:
+    """The rows of ``late/`` (Parquet: counted from its footers; 0 when there is none)."""
+    try:
+        return spark.read.parquet(late_path).count()
+    except Exception:  # noqa: BLE001 - no late/ directory: nothing was ever too late
+        return 0
+
+
 def small(spark: SparkSession, late_path: str) -> bool:
-    """Whether ``late/`` (Parquet: counted from its footers) is small enough to broadcast."""
-    return spark.read.parquet(late_path).count() <= BROADCAST_ROWS
+    """Whether ``late/`` is small enough to broadcast."""
+    return size(spark, late_path) <= BROADCAST_ROWS
+
+
+def row_hash(columns: list[str]) -> Column:
+    """The hash a log row is matched by: its file (``_fid``) and every input column."""
+    return _row_hash(F.col("_fid"), columns)
+
+
+def _keyed(spark: SparkSession, late_path: str, columns: list[str]) -> DataFrame:
+    """``late/`` per (row hash, window start): how many copies, and the latest ``W(r)``."""
+    late = spark.read.parquet(late_path)
+    fid = file_id(F.url_decode(F.regexp_extract(F.col("source_file"), URI_PATH, 2)))
+    return late.select(
+        _row_hash(fid, columns).alias("_h"),
+        F.unix_micros("window_start").alias("_ws"), F.unix_micros("watermark").alias("_w"),
+    ).groupBy("_h", "_ws").agg(F.count(F.lit(1)).alias("_copies"), F.max("_w").alias("_w"))
+
+
+def mark(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str], rows: int) -> DataFrame:
+    """``pairs`` plus ``_late``, ``_lh``, ``_copies``: matched to ``late/``.
+
+    A pair is late when ``late/`` holds its row and window and the stream
+    judged it there (``_role`` moved, or a row it did not clip). ``late/`` is
+    matched once, in the log's single pass: broadcast when it has at most
+    ``BROADCAST_ROWS`` rows (``rows``), else joined by a shuffle. The pairs of
+    identical rows share a hash; ``attribution.tally`` counts only
+    ``_copies`` of them late.
+    """
+    if rows == 0:
+        return pairs.withColumn("_late", F.lit(False)).withColumn("_lh", F.lit(None).cast("long")).withColumn(
+            "_copies", F.lit(None).cast("long"))
+    # One long key per (row, window): a broadcast join on it is a lookup in Spark's LongHashedRelation.
+    keyed = _keyed(spark, late_path, columns).select(F.xxhash64("_h", "_ws").alias("_hw"), "_copies")
+    pairs = pairs.withColumn("_hw", F.xxhash64(row_hash(columns), F.col("_ws")))
+    joined = pairs.join(F.broadcast(keyed) if rows <= BROADCAST_ROWS else keyed, "_hw", "left")
+    stream_side = (F.col("_role") == "moved") | ~F.col("_clipped")
+    late = F.col("_copies").isNotNull() & stream_side
+    return (joined.withColumn("_late", late).withColumn("_lh", F.when(late, F.col("_hw")))
+            .withColumn("_copies", F.when(late, F.col("_copies"))).drop("_hw"))
 
 
 def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str],
                      broadcast: bool) -> DataFrame:
     """(``_rid``, ``_ws``, ``_w``) of the pairs ``late/`` holds; ``pairs`` are the stream's (row, window) pairs."""
-    late = spark.read.parquet(late_path)
-    keyed = late.select(
-        _row_hash(F.regexp_extract(F.col("source_file"), URI_PATH, 2), columns).alias("_h"),
-        F.unix_micros("window_start").alias("_ws"), F.unix_micros("watermark").alias("_w"),
-    ).groupBy("_h", "_ws").agg(F.count(F.lit(1)).alias("_copies"), F.max("_w").alias("_w"))
-    mine = pairs.select("_rid", "_ws", _row_hash(F.regexp_extract(F.col("_file"), URI_PATH, 2), columns).alias("_h"))
+    keyed = _keyed(spark, late_path, columns)
+    mine = pairs.select("_rid", "_ws", row_hash(columns).alias("_h"))
     matched = mine.join(F.broadcast(keyed) if broadcast else keyed, ["_h", "_ws"])
     rank = F.row_number().over(Window.partitionBy("_h", "_ws").orderBy("_rid"))
     return matched.withColumn("_n", rank).filter(F.col("_n") <= F.col("_copies")).select("_rid", "_ws", "_w")

@@ -5,18 +5,26 @@ The log is read and parsed by the engine's own code (``io/files.read_batch``,
 row is a dead letter here iff it is one in the stream; dead letters are in no
 result and are only counted. Each valid row gets
 
-* ``_rid`` -- a row id (the log is persisted, so it is stable),
+* ``_fid`` -- its file, as a 64-bit hash of the file's path (:func:`file_id`;
+  ``late/``, the checkpoint and the correction records name files by path):
+  a broadcast lookup of the file's URI, not a parse of it on every row,
+* ``_rid`` -- a row id, when the log is persisted (sessions and ``drop``
+  match rows by it: a persisted log keeps it stable); otherwise the log is
+  scanned once, by the one aggregation of ``reconcile/attribution.py``,
 * ``_clip_us`` / ``_clipped`` -- its event time as the stream judged it
   (SEMANTICS.md §5, ``max_future_skew``), and whether that moved it,
 * ``_unread`` -- its file is not among those the stream has read (in flight).
 
 Pairs (tumbling and hopping windows; sessions are built in
-``reconcile/sessions.py``) come in two roles: ``truth`` -- the windows of the
-event time as written (the batch truth) -- and ``moved`` -- for a clipped row,
-the windows of its clipped time, where the stream counted it instead.
+``reconcile/sessions.py``) come in three roles: ``truth`` -- the windows of the
+event time as written (the batch truth) -- ``moved`` -- for a clipped row,
+the windows of its clipped time, where the stream counted it instead -- and
+``dead`` -- a dead letter, in no window (one pair, counted only).
 """
 
 from __future__ import annotations
+
+from urllib.parse import unquote, urlsplit
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,7 +39,7 @@ from lowwater.spark.parse import normalise
 
 # The path part of a file URI (``file:/x``, ``file:///x`` -> ``/x``), as ``advisor/replay_log.py`` reads it.
 URI_PATH = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?(/.*)$"
-TRUTH, MOVED = "truth", "moved"
+TRUTH, MOVED, DEAD = "truth", "moved", "dead"
 
 
 def input_schema(spark: SparkSession, cfg: PipelineConfig) -> T.StructType:
@@ -39,31 +47,39 @@ def input_schema(spark: SparkSession, cfg: PipelineConfig) -> T.StructType:
     return resolve_schema(spark, cfg, f"{cfg.output.checkpoint.rstrip('/')}/lowwater")
 
 
-def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, position: StreamPosition) -> DataFrame:
-    """Every row of the source log, normalised as the engine does, with ``_rid``, clipping and ``_unread``.
+def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, position: StreamPosition,
+             persist: bool = True) -> DataFrame:
+    """Every row of the source log, normalised as the engine does, with ``_path``, clipping and ``_unread``.
 
-    Persisted (memory and disk): every later frame reads it, and the row ids
-    must not change between them.
+    ``persist``: with ``_rid``, persisted (memory and disk), for the jobs that
+    read the log several times (sessions, the ``drop`` replay): the row ids
+    must not change between them. Else a plain plan, scanned once.
     """
     for k, v in PARSE_CONF.items():
         spark.conf.set(k, v)
     src = cfg.source
     raw = read_batch(spark, src, schema)
-    df = normalise(raw, cfg).withColumn("_rid", F.monotonically_increasing_id())
+    df = normalise(raw, cfg)
+    if persist:
+        df = df.withColumn("_rid", F.monotonically_increasing_id())
     skew = src.watermark.max_future_skew_us
     ev, arr = F.col("_event_us"), F.col("_arrival_us")
     moved: Column = F.lit(False)
     if skew is not None and src.arrival_time:
         moved = F.coalesce((ev - arr) > F.lit(skew), F.lit(False))
-    read = spark.createDataFrame([(p,) for p in position.read_files], "_fpath string")
-    path = F.regexp_extract(F.col("_file"), URI_PATH, 2)
+    files = file_table(spark, raw.inputFiles(), position)
+    # A URI the listing did not give (not expected): its path parsed from the URI on that row only.
+    parsed = F.url_decode(F.regexp_extract(F.col("_file"), URI_PATH, 2))
     df = (
-        df.withColumn("_clipped", moved)
+        df.join(F.broadcast(files), F.col("_file") == F.col("_fkey"), "left")
+        .withColumn("_fid", F.coalesce(F.col("_fid"), file_id(parsed)))
+        .withColumn("_clipped", moved)
         .withColumn("_clip_us", F.when(moved, arr).otherwise(ev))
-        .join(F.broadcast(read.withColumn("_was_read", F.lit(True))), path == F.col("_fpath"), "left")
-        .withColumn("_unread", F.col("_was_read").isNull())
-        .drop("_fpath", "_was_read")
+        .withColumn("_unread", ~F.coalesce(F.col("_was_read"), parsed.isin(list(position.read_files))))
+        .drop("_fkey", "_was_read")
     )
+    if not persist:
+        return df
     # Uncompressed: building the compressed columnar cache of every column was the job's largest cost
     # (10 M rows: 75.8 s -> 54.3 s for the whole reconcile, docs/performance.md). Read when the cache is defined.
     key = "spark.sql.inMemoryColumnarStorage.compressed"
@@ -73,6 +89,33 @@ def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, pos
         return df.persist(StorageLevel.MEMORY_AND_DISK)
     finally:
         spark.conf.set(key, before)
+
+
+def file_id(path: Column) -> Column:
+    """A file's id: the 64-bit hash of its path (decoded, no scheme), the same wherever a path comes from."""
+    return F.xxhash64(path)
+
+
+def file_path(uri: str) -> str:
+    """The path of a file URI as Spark lists it (``file:///x%20y`` -> ``/x y``)."""
+    return unquote(urlsplit(uri).path)
+
+
+def file_table(spark: SparkSession, uris: list[str], position: StreamPosition) -> DataFrame:
+    """(``_fkey``, ``_fid``, ``_was_read``) per log file: a row's ``_file`` is one of its ``_fkey`` forms.
+
+    Spark lists a local file as ``file:///x`` and names it ``file:/x`` in a
+    row's metadata: both forms are keys.
+    """
+    read = set(position.read_files)
+    rows = []
+    for uri in uris:
+        parts = urlsplit(uri)
+        path = file_path(uri)
+        for form in {uri, f"{parts.scheme}:{parts.path}" if not parts.netloc else uri}:
+            rows.append((form, path, path in read))
+    table = spark.createDataFrame(rows, "_fkey string, _fpath string, _was_read boolean")
+    return table.select("_fkey", file_id(F.col("_fpath")).alias("_fid"), "_was_read")
 
 
 def valid(log: DataFrame) -> DataFrame:
@@ -96,24 +139,59 @@ def values(cfg: PipelineConfig, schema: T.StructType) -> list[Column]:
     return out
 
 
-def _windows(event: Column, size_us: int, slide_us: int, offset_us: int) -> Column:
-    """An array of the window starts (µs) containing ``event``: tumbling when ``slide == size``."""
+def _window_starts(event: Column, size_us: int, slide_us: int, offset_us: int) -> list[Column]:
+    """The window starts (µs) containing ``event``, one column each (tumbling: one): plain arithmetic, no lambda."""
     last = event - F.pmod(event - F.lit(offset_us), F.lit(slide_us))
-    k = size_us // slide_us
-    return F.transform(F.sequence(F.lit(0), F.lit(k - 1)), lambda i: last - i.cast("long") * F.lit(slide_us))
+    return [last - F.lit(i * slide_us) for i in range(size_us // slide_us)]
+
+
+def windows_per_row(cfg: PipelineConfig) -> int:
+    """How many ``truth`` pairs a valid row has (tumbling: 1; hopping: size / slide; a session: 1)."""
+    w = cfg.window
+    return 1 if w.is_session else w.size_us // (w.slide_us or w.size_us)
 
 
 def pairs(cfg: PipelineConfig, rows: DataFrame) -> DataFrame:
-    """``rows`` (valid, with ``_v{i}``) as (row, window) pairs: ``_ws``/``_we`` in µs and ``_role``.
+    """``rows`` (with ``_dead`` and ``_v{i}``; no markers) as (row, window) pairs: ``_ws``/``_we`` in µs, ``_role``.
 
-    ``truth`` pairs for every row (its event time as written); ``moved``
-    pairs for clipped rows (their clipped time's windows, where the stream counted them).
+    ``truth`` pairs for every valid row (its event time as written); ``moved``
+    pairs for clipped rows (their clipped time's windows, where the stream
+    counted them); one ``dead`` pair (no window, no keys) per dead letter.
+    One projection of the log (tumbling and no clipping) or one ``explode``
+    of it: the moved windows are appended to the truth ones, so the log is
+    read once.
     """
     w = cfg.window
     slide = w.slide_us or w.size_us
-    truth = rows.select("*", F.lit(TRUTH).alias("_role"),
-                        F.explode(_windows(F.col("_event_us"), w.size_us, slide, w.offset_us)).alias("_ws"))
-    moved = rows.filter("_clipped").select(
-        "*", F.lit(MOVED).alias("_role"),
-        F.explode(_windows(F.col("_clip_us"), w.size_us, slide, w.offset_us)).alias("_ws"))
-    return truth.unionByName(moved).withColumn("_we", F.col("_ws") + F.lit(w.size_us))
+    valid = F.col("_dead").isNull()
+    truth = _window_starts(F.col("_event_us"), w.size_us, slide, w.offset_us)
+    keys = [F.when(valid, F.col(k)).alias(k) for k in cfg.window.key]
+    rest = [c for c in rows.columns if c not in cfg.window.key]
+    if len(truth) == 1 and not _may_clip(cfg):  # one pair per row: a projection, no explode
+        return rows.select(*keys, *rest, F.when(valid, truth[0]).alias("_ws"),
+                           F.when(valid, F.lit(TRUTH)).otherwise(F.lit(DEAD)).alias("_role")).withColumn(
+            "_we", F.col("_ws") + F.lit(w.size_us))
+
+    def tagged(starts: list[Column], role: str) -> list[Column]:
+        return [F.struct(s.alias("ws"), F.lit(role).alias("role")) for s in starts]
+
+    every = F.when(~valid, F.array(F.struct(F.lit(None).cast("long").alias("ws"), F.lit(DEAD).alias("role"))))
+    if _may_clip(cfg):
+        moved = _window_starts(F.col("_clip_us"), w.size_us, slide, w.offset_us)
+        every = every.when(F.col("_clipped"), F.array(*tagged(truth, TRUTH), *tagged(moved, MOVED)))
+    every = every.otherwise(F.array(*tagged(truth, TRUTH)))
+    out = rows.select(*keys, *rest, F.explode(every).alias("_pair"))
+    return out.select(*[c for c in out.columns if c != "_pair"], F.col("_pair.ws").alias("_ws"),
+                      F.col("_pair.role").alias("_role")).withColumn("_we", F.col("_ws") + F.lit(w.size_us))
+
+
+def _may_clip(cfg: PipelineConfig) -> bool:
+    return cfg.source.watermark.max_future_skew_us is not None and bool(cfg.source.arrival_time)
+
+
+def dead_pairs(rows: DataFrame, keys: list[str]) -> DataFrame:
+    """One ``dead`` pair per dead letter of ``rows``, to union with pairs built from the valid rows (sessions)."""
+    dead = rows.filter(F.col("_dead").isNotNull())
+    return dead.select(*[F.lit(None).cast(dead.schema[k].dataType).alias(k) for k in keys],
+                       *[c for c in dead.columns if c not in keys], F.lit(None).cast("long").alias("_ws"),
+                       F.lit(DEAD).alias("_role"), F.lit(None).cast("long").alias("_we"))

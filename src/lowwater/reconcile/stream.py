@@ -52,29 +52,53 @@ def read_postgres(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType
 
 
 def _order() -> Column:
-    rank = F.coalesce(*[F.when(F.col("kind") == k, F.lit(r)) for k, r in KIND_RANK.items()], F.lit(1))
-    return F.struct(F.col("revision").cast("long"), rank, F.col("batch_id").cast("long"))
+    """The emission order (revision, kind rank, step) packed into one long.
+
+    One long, not a struct, so that ``max_by`` keeps a fixed-width buffer and
+    Spark folds the emissions with its hash aggregate (a struct ordering makes
+    it sort every row). Room: steps below 2^40 (corrections are numbered from
+    10^12), four kind ranks, revisions below 2^21 per window.
+    """
+    rank = F.coalesce(*[F.when(F.col("kind") == k, F.lit(r + 1)) for k, r in KIND_RANK.items()], F.lit(2))
+    return (F.shiftleft(F.col("revision").cast("long"), 42) + F.shiftleft(rank.cast("long"), 40)
+            + F.col("batch_id").cast("long"))
 
 
-def fold(cfg: PipelineConfig, emissions: DataFrame, group: list[str]) -> DataFrame:
-    """One row per ``group`` (keys and window): ``s_<column>`` the stream value, ``_last_rev`` the last revision."""
+def fold_aggs(cfg: PipelineConfig, schema: T.StructType) -> list[Column]:
+    """The fold of a window's emissions as aggregates: ``s_<column>``, ``_last_rev``, ``_corr_step``.
+
+    They may run over a frame with other rows too (the log's tally, in
+    ``attribution.per_window``): those have null emission columns, which
+    every aggregate here skips (``max_by`` skips a null ordering).
+    """
     mode = cfg.window.accumulation
     retraction = F.col("kind") == "retraction"
     order = F.when(~retraction, _order())
-    aggs = [F.max("revision").alias("_last_rev"), F.count(F.lit(1)).alias("_emissions"),
+    aggs = [F.max("revision").alias("_last_rev"),
             F.max(F.when(F.col("kind") == "correction", F.col("batch_id").cast("long"))).alias("_corr_step")]
     for col, func in output_funcs(cfg).items():
         r = rule(mode, func)
         c = F.col(col)
         if r is None:
-            aggs.append(F.lit(None).cast(emissions.schema[col].dataType).alias(f"s_{col}"))
+            aggs.append(F.lit(None).cast(schema[col].dataType).alias(f"s_{col}"))
         elif r == LATEST:
             aggs.append(F.max_by(c, order).alias(f"s_{col}"))
         elif r == SIGNED:
-            aggs.append(F.sum(F.when(retraction, -c).otherwise(c)).cast(emissions.schema[col].dataType)
-                        .alias(f"s_{col}"))
+            aggs.append(F.sum(F.when(retraction, -c).otherwise(c)).cast(schema[col].dataType).alias(f"s_{col}"))
         elif r == ADD:
-            aggs.append(F.sum(c).cast(emissions.schema[col].dataType).alias(f"s_{col}"))
+            aggs.append(F.sum(c).cast(schema[col].dataType).alias(f"s_{col}"))
         elif r in (MIN, MAX):
             aggs.append((F.min(c) if r == MIN else F.max(c)).alias(f"s_{col}"))
-    return emissions.groupBy(*group).agg(*aggs)
+    return aggs
+
+
+def fold(cfg: PipelineConfig, emissions: DataFrame, group: list[str]) -> DataFrame:
+    """One row per ``group`` (keys and window): ``s_<column>`` the stream value, ``_last_rev`` the last revision."""
+    return emissions.groupBy(*group).agg(*fold_aggs(cfg, emissions.schema))
+
+
+def corrected(cfg: PipelineConfig, emissions: DataFrame) -> DataFrame:
+    """The windows with a correction (keys, ``_ws``, ``_we``) and the step of the latest (``_corr_step``): a few."""
+    return emissions.filter(F.col("kind") == "correction").groupBy(
+        *cfg.window.key, F.unix_micros("window_start").alias("_ws"), F.unix_micros("window_end").alias("_we")).agg(
+        F.max(F.col("batch_id").cast("long")).alias("_corr_step"))

@@ -1,0 +1,235 @@
+"""Where each row of a window went: its cause, then the windows' truth, expected stream value and causes.
+
+Two aggregations, so that the log is scanned once and never cached:
+
+1. :func:`tally` -- one ``groupBy`` over the log's (row, window) pairs into
+   partials (``core/partials.py``: rows, and per value column the sum, min,
+   max or non-null count the aggregations read) per (keys, window, role,
+   cause). Its output is a few rows per window plus one per too-late row
+   matched by hash.
+2. :func:`per_window` -- one ``groupBy(keys, window)`` over those partials
+   and the stream's emissions (``stream.fold_aggs``: no join), with
+   conditional merges:
+
+   * the batch truth (``t_<column>``): every ``truth`` pair;
+   * the expected stream value (``e_<column>``): the pairs the stream counted
+     -- ``truth`` pairs with no cause, plus ``moved`` pairs of clipped rows it
+     read and admitted (core/reconcile.py, *The explanation rule*);
+   * per cause, its rows and its value for ``count`` and each ``sum``
+     aggregate (``<cause>_rows``, ``<cause>_<column>``; clipped rows count
+     ``+`` in the window of their written time and ``-`` in the one they were
+     moved to).
+
+**Too-late rows matched by hash** (``late.mark``) carry ``_lh`` (their row
+hash) and ``_copies`` (how many copies ``late/`` holds); their partial groups
+rows identical in every column. If the log holds more identical rows than
+``late/`` copies, only ``_copies`` of them are late: the group is split into
+a late portion and the rest, whose partials are the same value scaled
+(identical rows have identical values). Pairs matched exactly (row id:
+``drop`` and sessions) have no ``_lh``: the whole group is late.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lowwater.config import PipelineConfig
+from lowwater.core.partials import OUTPUTS, ROWS, Field
+from lowwater.core.reconcile import CAUSES
+from lowwater.reconcile.log import DEAD, MOVED, TRUTH
+from lowwater.reconcile.position import StreamPosition
+from lowwater.spark.aggtypes import result_expr
+from lowwater.time import NEG_INF
+
+NONE = "none"  # a moved pair that is on neither side (its row is not counted where it was moved)
+
+
+def causes(pairs: DataFrame, policy: str, position: StreamPosition) -> DataFrame:
+    """``pairs`` plus ``_cn`` (the cause of a pair that is not too late; null: counted) and ``_cl`` (if it is).
+
+    ``_cl`` differs from ``_cn`` only on pairs marked ``_late``. A window the
+    stream has not fired (``end > W``) is in flight as a whole: its rows that no
+    other cause explains are ``in_flight``.
+    """
+    w = position.watermark_us
+    open_ = F.lit(True) if w <= NEG_INF else F.col("_we") > F.lit(w)
+    too_late = "too_late" if policy == "side_output" else "dropped"
+    role = F.col("_role") == TRUTH
+    covered = F.coalesce(F.col("_covered"), F.lit(False))
+
+    def cause(is_late: Column) -> Column:
+        truth = (F.when(F.col("_unread"), F.lit("in_flight")).when(F.col("_clipped"), F.lit("clipped"))
+                 .when(is_late, F.lit(too_late)).when(open_, F.lit("in_flight")))
+        moved = F.when(F.col("_unread") | is_late | open_, F.lit(NONE)).otherwise(F.lit("clipped"))
+        # A corrected window holds the batch truth of the rows its correction saw: those are counted.
+        truth = F.when(covered, F.lit(None).cast("string")).otherwise(truth)
+        moved = F.when(covered, F.lit(NONE)).otherwise(moved)
+        return F.when(F.col("_role") == DEAD, F.lit(NONE)).when(role, truth).otherwise(moved)
+
+    late = F.coalesce(F.col("_late"), F.lit(False))
+    return pairs.withColumn("_cn", cause(F.lit(False))).withColumn(
+        "_cl", F.when(late, cause(F.lit(True))).otherwise(F.col("_cn")))
+
+
+def fields(cfg: PipelineConfig) -> list[tuple[str, int]]:
+    """The partial fields (prefix, value index) the aggregations read: only those are computed."""
+    values = cfg.window.value_columns
+    out: dict[tuple[str, int], None] = {}
+    for a in cfg.window.aggregations:
+        o = OUTPUTS[a.func]
+        for f in (o.field, o.per):
+            if f is not None:
+                out[(f.prefix, values.index(a.column))] = None
+    return list(out)
+
+
+_FOLD = {"_s": F.sum, "_mn": F.min, "_mx": F.max, "_nn": F.count}
+_MERGE = {"_s": "sum", "_mn": "min", "_mx": "max", "_nn": "sum"}
+
+
+def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
+    """Partials (``_n`` and the :func:`fields` ``_s{i}``...) per (keys, window, role, causes, match)."""
+    aggs = [F.count(F.lit(1)).alias("_n")]
+    aggs += [_FOLD[f](F.col(f"_v{i}")).alias(f"{f}{i}") for f, i in fields(cfg)]
+    late = F.coalesce(F.col("_late"), F.lit(False)).alias("_late")
+    return pairs.groupBy(*cfg.window.key, "_ws", "_we", "_role", "_clipped", "_cn", "_cl", late, "_lh",
+                         "_copies").agg(*aggs)
+
+
+def counts(windows: DataFrame, windows_per_row: int) -> dict[str, int]:
+    """Valid rows, dead letters and clipped rows of the log, from :func:`per_window` (a row is in k windows)."""
+    r = windows.agg(F.sum("t_count").alias("pairs"), F.sum("_dead_n").alias("dead"),
+                    F.sum("_clipped_n").alias("clipped")).first()
+    return {"rows": int(r["pairs"] or 0) // windows_per_row, "dead_letter": int(r["dead"] or 0),
+            "clipped": int(r["clipped"] or 0) // windows_per_row}
+
+
+class _Portion:
+    """The late part (``late``) or the rest of a tally row, as partial columns."""
+
+    def __init__(self, rows: Column, cause: Column, n: int) -> None:
+        self.rows, self.cause, self.n = rows, cause, n
+
+    def _whole(self) -> Column:
+        return self.rows == F.col("_n")
+
+    def value(self, field: str, i: int, dt: T.DataType) -> Column:
+        """The portion's ``field`` of value column ``i``: the whole partial, nothing, or a share of identical rows.
+
+        A share only happens to rows identical in every column: a sum is
+        ``rows`` times the one value (``sum / n``), a non-null count ``rows`` or
+        0, a min or max the value itself.
+        """
+        col = F.col(f"{field}{i}")
+        empty = self.rows == 0
+        if field == "_s":
+            if isinstance(dt, T.LongType):
+                one = F.expr(f"_s{i} div _n")
+            else:
+                one = col / F.col("_n")
+            share = (one * self.rows).cast(dt)
+            return F.when(self._whole(), col).when(empty, F.lit(None).cast(dt)).otherwise(share)
+        if field == "_nn":
+            share = F.when(col > 0, self.rows).otherwise(F.lit(0))
+            return F.when(self._whole(), col).when(empty, F.lit(0)).otherwise(share).cast("long")
+        return F.when(~empty, col)  # min, max: identical rows share them
+
+
+def _portions(cfg: PipelineConfig) -> list[_Portion]:
+    late_rows = F.when(~F.col("_late"), F.lit(0).cast("long")).when(
+        F.col("_lh").isNull(), F.col("_n")).otherwise(F.least(F.col("_n"), F.col("_copies")))
+    n = len(cfg.window.value_columns)
+    return [_Portion(late_rows, F.col("_cl"), n), _Portion(F.col("_n") - late_rows, F.col("_cn"), n)]
+
+
+def _merged(parts: list[Column], how: str) -> Column:
+    """One aggregate over several portions' columns (null when every one is)."""
+    aggs = [{"sum": F.sum, "min": F.min, "max": F.max}[how](p) for p in parts]
+    if len(aggs) == 1:
+        return aggs[0]
+    if how == "min":
+        return F.least(*aggs)
+    if how == "max":
+        return F.greatest(*aggs)
+    total = F.coalesce(aggs[0], F.lit(0))
+    for a in aggs[1:]:
+        total = total + F.coalesce(a, F.lit(0))
+    return F.when(F.coalesce(*aggs).isNotNull(), total)
+
+
+def _partial(cfg: PipelineConfig, types: dict[int, T.DataType], picks: list[tuple[_Portion, Column]],
+             prefix: str) -> list[Column]:
+    """The partial columns (``{prefix}_n`` and the :func:`fields`) of the portions whose condition holds."""
+    out = [F.coalesce(_merged([F.when(c, p.rows) for p, c in picks], "sum"), F.lit(0)).alias(f"{prefix}_n")]
+    for field, i in fields(cfg):
+        merged = _merged([F.when(c, p.value(field, i, types.get(i, T.LongType()))) for p, c in picks], _MERGE[field])
+        if field == "_nn":
+            merged = F.coalesce(merged, F.lit(0))
+        out.append(merged.alias(f"{prefix}{field}{i}"))
+    return out
+
+
+def _outputs(cfg: PipelineConfig, types: dict[str, T.DataType], prefix: str) -> list[Column]:
+    values = cfg.window.value_columns
+    out = [F.col(f"{prefix}_n").cast("long").alias(f"{prefix[1:]}_count")]
+    for a in cfg.window.aggregations:
+        i = values.index(a.column)
+
+        def col(f: Field, i: int = i) -> Column:
+            return F.col(f"{prefix}{f.column(i)}" if f is not ROWS else f"{prefix}_n")
+
+        out.append(result_expr(a.func, types[a.column], col).alias(f"{prefix[1:]}_{a.name}"))
+    return out
+
+
+def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataType], stream: DataFrame,
+               stream_aggs: list[Column]) -> DataFrame:
+    """One row per (keys, window) of the log or the stream: ``t_*``, ``e_*``, the causes and the stream's fold.
+
+    Plus one row with no window (``_ws`` null) holding the dead letters
+    (``_dead_n``); ``_clipped_n`` counts clipped rows: :func:`counts` reads both.
+
+    ``stream``: the emissions (keys, ``_ws``, ``_we`` and the results'
+    columns), folded by ``stream_aggs`` (``stream.fold_aggs``) in the same
+    ``groupBy`` as the tally: one shuffle of both, no join.
+    """
+    values = cfg.window.value_columns
+    vtypes = {i: tallied.schema[f"_s{i}"].dataType for f, i in fields(cfg) if f == "_s"}
+    truth, moved = F.col("_role") == TRUTH, F.col("_role") == MOVED
+    sign = F.when(truth, F.lit(1)).otherwise(F.lit(-1))
+    portions = _portions(cfg)
+
+    def counted(p: _Portion) -> Column:
+        return (p.cause.isNull() & truth) | ((p.cause == "clipped") & moved)
+
+    whole = _Portion(F.col("_n"), F.lit(None).cast("string"), len(values))
+    aggs = _partial(cfg, vtypes, [(whole, truth)], "_t")  # the truth: every row, whatever its cause
+    # A window is compared when a pair is on one side: a truth pair, or a moved one the stream counted.
+    aggs.append(_merged([F.when(F.coalesce(p.cause != NONE, F.lit(True)), p.rows) for p in portions], "sum")
+                .alias("_present"))
+    aggs += _partial(cfg, vtypes, [(p, counted(p)) for p in portions], "_e")
+    for c in CAUSES:
+        picks = [(p, p.cause == c) for p in portions]
+        aggs.append(F.coalesce(_merged([F.when(h, sign * p.rows) for p, h in picks], "sum"), F.lit(0))
+                    .cast("long").alias(f"{c}_rows"))
+        for a in cfg.window.aggregations:
+            i = values.index(a.column)
+            if a.func == "sum":
+                dt = vtypes[i]  # a sum aggregation: its _s field is computed
+                aggs.append(_merged([F.when(h, sign * p.value("_s", i, dt)) for p, h in picks], "sum")
+                            .alias(f"{c}_{a.name}"))
+            elif a.func == "count":
+                aggs.append(F.coalesce(_merged([F.when(h, sign * p.value("_nn", i, T.LongType())) for p, h in picks],
+                                               "sum"), F.lit(0)).cast("long").alias(f"{c}_{a.name}"))
+    aggs += [*stream_aggs, F.count(F.col("_em")).alias("_emissions"),
+             F.sum(F.when(F.col("_role") == DEAD, F.col("_n"))).alias("_dead_n"),
+             F.sum(F.when(truth & F.col("_clipped"), F.col("_n"))).alias("_clipped_n")]
+    both = tallied.unionByName(stream.withColumn("_em", F.lit(True)), allowMissingColumns=True)
+    grouped = both.groupBy(*cfg.window.key, "_ws", "_we").agg(*aggs)
+    present = [F.coalesce(F.col(c), F.lit(0)) > 0 for c in ("_present", "_emissions", "_dead_n")]
+    grouped = grouped.filter(present[0] | present[1] | present[2])
+    keep = [*cfg.window.key, "_ws", "_we", *[c for c in grouped.columns if not c.startswith(("_t_", "_e_"))
+                                             and c not in (*cfg.window.key, "_ws", "_we", "_present")]]
+    return grouped.select(*keep, *_outputs(cfg, types, "_t"), *_outputs(cfg, types, "_e"))
