@@ -98,14 +98,6 @@ def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
                          "_copies").agg(*aggs)
 
 
-def counts(windows: DataFrame, windows_per_row: int) -> dict[str, int]:
-    """Valid rows, dead letters and clipped rows of the log, from :func:`per_window` (a row is in k windows)."""
-    r = windows.agg(F.sum("t_count").alias("pairs"), F.sum("_dead_n").alias("dead"),
-                    F.sum("_clipped_n").alias("clipped")).first()
-    return {"rows": int(r["pairs"] or 0) // windows_per_row, "dead_letter": int(r["dead"] or 0),
-            "clipped": int(r["clipped"] or 0) // windows_per_row}
-
-
 class _Portion:
     """The late part (``late``) or the rest of a tally row, as partial columns."""
 
@@ -189,7 +181,7 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     """One row per (keys, window) of the log or the stream: ``t_*``, ``e_*``, the causes and the stream's fold.
 
     Plus one row with no window (``_ws`` null) holding the dead letters
-    (``_dead_n``); ``_clipped_n`` counts clipped rows: :func:`counts` reads both.
+    (``_dead_n``); ``_clipped_n`` counts clipped rows (the summary reads both).
 
     ``stream``: the emissions (keys, ``_ws``, ``_we`` and the results'
     columns), folded by ``stream_aggs`` (``stream.fold_aggs``) in the same

@@ -53,7 +53,7 @@ def side_by_side(cfg: PipelineConfig, out: DataFrame, position: StreamPosition) 
         *keys, F.timestamp_micros("_ws").alias("window_start"), F.timestamp_micros("_we").alias("window_end"),
         "_ws", "_we", status.alias("status"), *cols, *[F.coalesce(F.col(c), F.lit(0).cast(out.schema[c].dataType))
                                                        .alias(c) for c in cause_cols],
-        F.coalesce(F.col("_last_rev"), F.lit(-1)).alias("_last_rev"),
+        F.coalesce(F.col("_last_rev"), F.lit(-1)).alias("_last_rev"), "_dead_n", "_clipped_n",
         (F.col("_we") + F.lit(cfg.window.allowed_lateness_us) <= F.lit(w)).alias("_freed"),
         (differs | (wrong & ~is_open)).alias("_differs"), differs.alias("_truth_differs"),
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lowwater.config import ConfigError, PipelineConfig
@@ -101,15 +101,14 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
         fold_aggs = stream.fold_aggs(cfg, emitted.schema)
     pairs = _covered(spark, cfg, pairs, corrected)
     tallied = attribution.tally(cfg, attribution.causes(pairs, str(cfg.late_policy), position))
-    windows = attribution.per_window(cfg, tallied, types, folded, fold_aggs).persist()
-    counts = attribution.counts(windows, log.windows_per_row(cfg))
-    side = compare.side_by_side(cfg, _window_range(windows.filter(F.col("_ws").isNotNull()), "_ws", "_we",
-                                                   from_us, to_us), position).persist()
-    summary = _summary(cfg, side, counts, position)
+    # Every window (and the dead letters' row, no window), compared; persisted: the summary and reports read it.
+    side = compare.side_by_side(cfg, attribution.per_window(cfg, tallied, types, folded, fold_aggs),
+                                position).persist()
+    in_range = _in_range(from_us, to_us)
+    summary = _summary(cfg, side, in_range, log.windows_per_row(cfg), position)
     files = sorted({log.file_path(u) for u in the_log.inputFiles()})  # listed, not scanned
-    windows.unpersist()
     the_log.unpersist()
-    return Reconciliation(side.filter("_differs"), summary, position, emitted, {"files": files})
+    return Reconciliation(side.filter(in_range & F.col("_differs")), summary, position, emitted, {"files": files})
 
 
 def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame, rows: DataFrame,
@@ -163,23 +162,39 @@ def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, correct
     return marked.drop("_corr_step", "_step", "_cfid")
 
 
-def _window_range(df: DataFrame, ws: str, we: str, from_us: int | None, to_us: int | None) -> DataFrame:
+def _in_range(from_us: int | None, to_us: int | None) -> Column:
+    """A window (not the dead letters' row) with ``from_us <= start`` and ``end <= to_us``."""
+    cond = F.col("_ws").isNotNull()
     if from_us is not None:
-        df = df.filter(F.col(ws) >= F.lit(from_us))
+        cond = cond & (F.col("_ws") >= F.lit(from_us))
     if to_us is not None:
-        df = df.filter(F.col(we) <= F.lit(to_us))
-    return df
+        cond = cond & (F.col("_we") <= F.lit(to_us))
+    return cond
 
 
-def _summary(cfg: PipelineConfig, side: DataFrame, counts: dict[str, int], position: StreamPosition) -> dict:
-    """Counts, rows and value by cause, the largest differences and every unexplained window (named)."""
+def _summary(cfg: PipelineConfig, every: DataFrame, in_range: Column, windows_per_row: int,
+             position: StreamPosition) -> dict:
+    """Counts, rows and value by cause, the largest differences and every unexplained window (named).
+
+    The log's counts (valid rows, dead letters, clipped rows) are over every
+    window; the rest over the windows in range. One job for all the numbers.
+    """
     value_aggs = [a.name for a in cfg.window.aggregations if a.func in ("sum", "count")]
-    cause_sums = [F.sum(f"{c}_{v}").alias(f"{c}_{v}") for c in CAUSES for v in ("rows", *value_aggs)]
-    stats = side.agg(
-        F.count(F.lit(1)).alias("checked"), F.sum(F.col("_differs").cast("long")).alias("differing"),
-        F.sum((F.col("status") == "open").cast("long")).alias("open"),
-        F.sum((F.col("status") == "unexplained").cast("long")).alias("unexplained"), *cause_sums,
+    cause_sums = [F.sum(F.when(in_range, F.col(f"{c}_{v}"))).alias(f"{c}_{v}") for c in CAUSES
+                  for v in ("rows", *value_aggs)]
+
+    def n(cond: Column) -> Column:
+        return F.count(F.when(in_range & cond, F.lit(1)))
+
+    stats = every.agg(
+        n(F.lit(True)).alias("checked"), n(F.col("_differs")).alias("differing"),
+        n(F.col("status") == "open").alias("open"), n(F.col("status") == "unexplained").alias("unexplained"),
+        *cause_sums, F.sum("batch_count").alias("pairs"), F.sum("_dead_n").alias("dead"),
+        F.sum("_clipped_n").alias("clipped"),
     ).first()
+    counts = {"rows": int(stats["pairs"] or 0) // windows_per_row, "dead_letter": int(stats["dead"] or 0),
+              "clipped": int(stats["clipped"] or 0) // windows_per_row}
+    side = every.filter(in_range)
     measure = next((f"diff_{a.name}" for a in cfg.window.aggregations if a.func == "sum"), "diff_count")
     keys = list(cfg.window.key)
     shown = [*keys, "window_start", "window_end", "status", "diff_count", measure]
