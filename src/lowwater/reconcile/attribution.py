@@ -7,8 +7,9 @@ Two aggregations, so that the log is scanned once and never cached:
    max or non-null count the aggregations read) per (keys, window, role,
    cause). Its output is a few rows per window plus one per too-late row
    matched by hash.
-2. :func:`per_window` -- one ``groupBy(keys, window)`` over those partials
-   and the stream's emissions (``stream.fold_aggs``: no join), with
+2. :func:`per_window` -- each tally row split into its late portion and the
+   rest (:func:`split`, a projection), then one ``groupBy(keys, window)`` over
+   those partials and the stream's emissions (``stream.fold_aggs``: no join), with
    conditional merges:
 
    * the batch truth (``t_<column>``): every ``truth`` pair;
@@ -136,27 +137,31 @@ def _portions(cfg: PipelineConfig) -> list[_Portion]:
     return [_Portion(late_rows, F.col("_cl"), n), _Portion(F.col("_n") - late_rows, F.col("_cn"), n)]
 
 
-def _merged(parts: list[Column], how: str) -> Column:
-    """One aggregate over several portions' columns (null when every one is)."""
-    aggs = [{"sum": F.sum, "min": F.min, "max": F.max}[how](p) for p in parts]
-    if len(aggs) == 1:
-        return aggs[0]
-    if how == "min":
-        return F.least(*aggs)
-    if how == "max":
-        return F.greatest(*aggs)
-    total = F.coalesce(aggs[0], F.lit(0))
-    for a in aggs[1:]:
-        total = total + F.coalesce(a, F.lit(0))
-    return F.when(F.coalesce(*aggs).isNotNull(), total)
+def split(cfg: PipelineConfig, tallied: DataFrame) -> DataFrame:
+    """Each tally row as its late portion (cause ``_cl``) and the rest (cause ``_cn``): one ``_cause`` per row.
+
+    A projection (and an ``explode`` of two) over the small tally, so the
+    per-window aggregate reads one cause per row: half the expressions to
+    plan, compile and run.
+    """
+    tf = fields(cfg)
+    vtypes = {i: tallied.schema[f"_s{i}"].dataType for f, i in tf if f == "_s"}
+
+    def part(p: _Portion) -> Column:
+        return F.struct(p.rows.alias("_n"), p.cause.alias("_cause"),
+                        *[p.value(f, i, vtypes.get(i, T.LongType())).alias(f"{f}{i}") for f, i in tf])
+
+    late, rest = _portions(cfg)
+    out = tallied.select(*cfg.window.key, "_ws", "_we", "_role", "_clipped",
+                         F.explode(F.array(part(late), part(rest))).alias("_p"))
+    return out.select(*cfg.window.key, "_ws", "_we", "_role", "_clipped", "_p.*").filter(F.col("_n") > 0)
 
 
-def _partial(cfg: PipelineConfig, types: dict[int, T.DataType], picks: list[tuple[_Portion, Column]],
-             prefix: str) -> list[Column]:
-    """The partial columns (``{prefix}_n`` and the :func:`fields`) of the portions whose condition holds."""
-    out = [F.coalesce(_merged([F.when(c, p.rows) for p, c in picks], "sum"), F.lit(0)).alias(f"{prefix}_n")]
+def _partial(cfg: PipelineConfig, cond: Column, prefix: str) -> list[Column]:
+    """The partial columns (``{prefix}_n`` and the :func:`fields`) of the split rows where ``cond`` holds."""
+    out = [F.coalesce(F.sum(F.when(cond, F.col("_n"))), F.lit(0)).alias(f"{prefix}_n")]
     for field, i in fields(cfg):
-        merged = _merged([F.when(c, p.value(field, i, types.get(i, T.LongType()))) for p, c in picks], _MERGE[field])
+        merged = {"sum": F.sum, "min": F.min, "max": F.max}[_MERGE[field]](F.when(cond, F.col(f"{field}{i}")))
         if field == "_nn":
             merged = F.coalesce(merged, F.lit(0))
         out.append(merged.alias(f"{prefix}{field}{i}"))
@@ -188,37 +193,29 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     ``groupBy`` as the tally: one shuffle of both, no join.
     """
     values = cfg.window.value_columns
-    vtypes = {i: tallied.schema[f"_s{i}"].dataType for f, i in fields(cfg) if f == "_s"}
+    rows = split(cfg, tallied)
     truth, moved = F.col("_role") == TRUTH, F.col("_role") == MOVED
     sign = F.when(truth, F.lit(1)).otherwise(F.lit(-1))
-    portions = _portions(cfg)
-
-    def counted(p: _Portion) -> Column:
-        return (p.cause.isNull() & truth) | ((p.cause == "clipped") & moved)
-
-    whole = _Portion(F.col("_n"), F.lit(None).cast("string"), len(values))
-    aggs = _partial(cfg, vtypes, [(whole, truth)], "_t")  # the truth: every row, whatever its cause
+    cause = F.col("_cause")
+    counted = (cause.isNull() & truth) | ((cause == "clipped") & moved)
+    aggs = _partial(cfg, truth, "_t")  # the truth: every row, whatever its cause
     # A window is compared when a pair is on one side: a truth pair, or a moved one the stream counted.
-    aggs.append(_merged([F.when(F.coalesce(p.cause != NONE, F.lit(True)), p.rows) for p in portions], "sum")
-                .alias("_present"))
-    aggs += _partial(cfg, vtypes, [(p, counted(p)) for p in portions], "_e")
+    aggs.append(F.sum(F.when(F.coalesce(cause != NONE, F.lit(True)), F.col("_n"))).alias("_present"))
+    aggs += _partial(cfg, counted, "_e")
     for c in CAUSES:
-        picks = [(p, p.cause == c) for p in portions]
-        aggs.append(F.coalesce(_merged([F.when(h, sign * p.rows) for p, h in picks], "sum"), F.lit(0))
-                    .cast("long").alias(f"{c}_rows"))
+        hit = cause == c
+        aggs.append(F.sum(F.when(hit, sign * F.col("_n")).otherwise(0)).cast("long").alias(f"{c}_rows"))
         for a in cfg.window.aggregations:
             i = values.index(a.column)
             if a.func == "sum":
-                dt = vtypes[i]  # a sum aggregation: its _s field is computed
-                aggs.append(_merged([F.when(h, sign * p.value("_s", i, dt)) for p, h in picks], "sum")
-                            .alias(f"{c}_{a.name}"))
+                aggs.append(F.sum(F.when(hit, sign * F.col(f"_s{i}"))).alias(f"{c}_{a.name}"))
             elif a.func == "count":
-                aggs.append(F.coalesce(_merged([F.when(h, sign * p.value("_nn", i, T.LongType())) for p, h in picks],
-                                               "sum"), F.lit(0)).cast("long").alias(f"{c}_{a.name}"))
+                aggs.append(F.sum(F.when(hit, sign * F.col(f"_nn{i}")).otherwise(0)).cast("long")
+                            .alias(f"{c}_{a.name}"))
     aggs += [*stream_aggs, F.count(F.col("_em")).alias("_emissions"),
              F.sum(F.when(F.col("_role") == DEAD, F.col("_n"))).alias("_dead_n"),
              F.sum(F.when(truth & F.col("_clipped"), F.col("_n"))).alias("_clipped_n")]
-    both = tallied.unionByName(stream.withColumn("_em", F.lit(True)), allowMissingColumns=True)
+    both = rows.unionByName(stream.withColumn("_em", F.lit(True)), allowMissingColumns=True)
     grouped = both.groupBy(*cfg.window.key, "_ws", "_we").agg(*aggs)
     present = [F.coalesce(F.col(c), F.lit(0)) > 0 for c in ("_present", "_emissions", "_dead_n")]
     grouped = grouped.filter(present[0] | present[1] | present[2])
