@@ -23,13 +23,13 @@ from lowwater.testing.scenario import Outcome, base_config, run_scenario
 
 pytestmark = pytest.mark.spark
 
-FILES = 8
+FILES = 6
 PER_FILE = 5
 T0 = 1_700_000_000
 
 
 def the_log() -> list[list[dict]]:
-    """Eight files of a two-partition log in arrival order; some rows are delayed past L, a few past L + G."""
+    """Six files of a two-partition log in arrival order; some rows are delayed past L, a few past L + G."""
     rng = random.Random(12)
     files, offset = [], 0
     for i in range(FILES):

@@ -162,8 +162,8 @@ def test_a_crash_and_a_restart_resume_from_the_checkpointed_offsets(spark, kafka
     records = [(r["partition"], r["arrival_time"], json.dumps(
         {"event_time": r["event_time"], "key": r["key"], "amount": r["amount"]})) for r in rows]
     kafka_broker.create_topic("restart", 4)
-    kafka_broker.produce("restart", records[:120])  # 30 a partition: steps of 10 a partition
-    cfg = kafka_pipeline(tmp_path / "restart", kafka_broker, "restart", per_trigger=40)
+    kafka_broker.produce("restart", records[:120])  # 30 a partition: steps of 15 a partition
+    cfg = kafka_pipeline(tmp_path / "restart", kafka_broker, "restart", per_trigger=60)
 
     def fault(point: str, step: int) -> None:
         if (point, step) == ("before_commit", 1):  # step 1 written, its manifest not committed

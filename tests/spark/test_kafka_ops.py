@@ -121,8 +121,8 @@ def test_sigkill_of_the_driver_and_a_restart_read_every_offset_once(spark, kafka
     records = as_records(rows[:80] + bad + rows[80:])  # 41 a partition: the backlogs stay even
     kafka_broker.create_topic("sigkill", 4)
     kafka_broker.produce("sigkill", records)
-    crashed = kafka_pipeline(tmp_path / "crashed", kafka_broker, "sigkill", per_trigger=20).parent
-    clean = kafka_pipeline(tmp_path / "clean", kafka_broker, "sigkill", per_trigger=20).parent
+    crashed = kafka_pipeline(tmp_path / "crashed", kafka_broker, "sigkill", per_trigger=40).parent
+    clean = kafka_pipeline(tmp_path / "clean", kafka_broker, "sigkill", per_trigger=40).parent
     for root in (crashed, clean):  # a client secret: never printed, by lowwater or its JVM (stderr below)
         cfg = root / "pipeline.toml"
         cfg.write_text(cfg.read_text().replace(
@@ -140,7 +140,7 @@ def test_sigkill_of_the_driver_and_a_restart_read_every_offset_once(spark, kafka
     # A process of its own: the fetched connector on its spark.jars (it read the topic), the start line.
     assert err.decode().startswith("lowwater run: reading kafka from kafka://sigkill; checkpoint "), err.decode()
     assert b"s3cret-jaas" not in err
-    # 2. SIGKILL at a random moment after the next run's first commit (steps 2-8 or the drain).
+    # 2. SIGKILL at a random moment after the next run's first commit (steps 2-4 or the drain).
     delay = random.uniform(0.0, 0.8)
     run = start_run(crashed)
     before = committed_steps(crashed)
