@@ -102,8 +102,8 @@ def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
 class _Portion:
     """The late part (``late``) or the rest of a tally row, as partial columns."""
 
-    def __init__(self, rows: Column, cause: Column, n: int) -> None:
-        self.rows, self.cause, self.n = rows, cause, n
+    def __init__(self, rows: Column, cause: Column) -> None:
+        self.rows, self.cause = rows, cause
 
     def _whole(self) -> Column:
         return self.rows == F.col("_n")
@@ -133,8 +133,7 @@ class _Portion:
 def _portions(cfg: PipelineConfig) -> list[_Portion]:
     late_rows = F.when(~F.col("_late"), F.lit(0).cast("long")).when(
         F.col("_lh").isNull(), F.col("_n")).otherwise(F.least(F.col("_n"), F.col("_copies")))
-    n = len(cfg.window.value_columns)
-    return [_Portion(late_rows, F.col("_cl"), n), _Portion(F.col("_n") - late_rows, F.col("_cn"), n)]
+    return [_Portion(late_rows, F.col("_cl")), _Portion(F.col("_n") - late_rows, F.col("_cn"))]
 
 
 def split(cfg: PipelineConfig, tallied: DataFrame) -> DataFrame:

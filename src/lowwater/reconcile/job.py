@@ -105,7 +105,7 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     side = compare.side_by_side(cfg, attribution.per_window(cfg, tallied, types, folded, fold_aggs),
                                 position).persist()
     in_range = _in_range(from_us, to_us)
-    summary = _summary(cfg, side, in_range, log.windows_per_row(cfg), position)
+    summary = _summary(cfg, side, in_range, cfg.window.assigner().windows_per_row, position)
     files = sorted({log.file_path(u) for u in the_log.inputFiles()})  # listed, not scanned
     the_log.unpersist()
     return Reconciliation(side.filter(in_range & F.col("_differs")), summary, position, emitted, {"files": files})

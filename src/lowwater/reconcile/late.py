@@ -31,7 +31,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.judge import judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import WatermarkTracker
-from lowwater.reconcile.log import URI_PATH, file_id
+from lowwater.reconcile.log import file_id, uri_path
 
 CHUNK_ROWS = 200_000
 # The late tail is small next to the log: up to this many rows it is broadcast to every task instead of
@@ -52,11 +52,6 @@ def size(spark: SparkSession, late_path: str) -> int:
         return 0
 
 
-def small(spark: SparkSession, late_path: str) -> bool:
-    """Whether ``late/`` is small enough to broadcast."""
-    return size(spark, late_path) <= BROADCAST_ROWS
-
-
 def row_hash(columns: list[str]) -> Column:
     """The hash a log row is matched by: its file (``_fid``) and every input column."""
     return _row_hash(F.col("_fid"), columns)
@@ -65,7 +60,7 @@ def row_hash(columns: list[str]) -> Column:
 def _keyed(spark: SparkSession, late_path: str, columns: list[str]) -> DataFrame:
     """``late/`` per (row hash, window start): how many copies, and the latest ``W(r)``."""
     late = spark.read.parquet(late_path)
-    fid = file_id(F.url_decode(F.regexp_extract(F.col("source_file"), URI_PATH, 2)))
+    fid = file_id(uri_path(F.col("source_file")))
     return late.select(
         _row_hash(fid, columns).alias("_h"),
         F.unix_micros("window_start").alias("_ws"), F.unix_micros("watermark").alias("_w"),

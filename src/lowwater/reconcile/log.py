@@ -69,7 +69,7 @@ def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, pos
         moved = F.coalesce((ev - arr) > F.lit(skew), F.lit(False))
     files = file_table(spark, raw.inputFiles(), position)
     # A URI the listing did not give (not expected): its path parsed from the URI on that row only.
-    parsed = F.url_decode(F.regexp_extract(F.col("_file"), URI_PATH, 2))
+    parsed = uri_path(F.col("_file"))
     df = (
         df.join(F.broadcast(files), F.col("_file") == F.col("_fkey"), "left")
         .withColumn("_fid", F.coalesce(F.col("_fid"), file_id(parsed)))
@@ -96,6 +96,11 @@ def file_id(path: Column) -> Column:
     return F.xxhash64(path)
 
 
+def uri_path(uri: Column) -> Column:
+    """:func:`file_path` as a Spark expression (``+`` stays ``+``, as ``urllib.parse.unquote`` leaves it)."""
+    return F.url_decode(F.replace(F.regexp_extract(uri, URI_PATH, 2), F.lit("+"), F.lit("%2B")))
+
+
 def file_path(uri: str) -> str:
     """The path of a file URI as Spark lists it (``file:///x%20y`` -> ``/x y``)."""
     return unquote(urlsplit(uri).path)
@@ -118,11 +123,6 @@ def file_table(spark: SparkSession, uris: list[str], position: StreamPosition) -
     return table.select("_fkey", file_id(F.col("_fpath")).alias("_fid"), "_was_read")
 
 
-def valid(log: DataFrame) -> DataFrame:
-    """The rows with a valid event time (not dead letters, not punctuation markers)."""
-    return log.filter(F.col("_dead").isNull() & ~F.coalesce(F.col("_marker"), F.lit(False)))
-
-
 def input_columns(schema: T.StructType) -> list[str]:
     """The input columns a ``late/`` row carries (the parse's own column is not one)."""
     return [f.name for f in schema.fields if f.name != CORRUPT]
@@ -143,12 +143,6 @@ def _window_starts(event: Column, size_us: int, slide_us: int, offset_us: int) -
     """The window starts (µs) containing ``event``, one column each (tumbling: one): plain arithmetic, no lambda."""
     last = event - F.pmod(event - F.lit(offset_us), F.lit(slide_us))
     return [last - F.lit(i * slide_us) for i in range(size_us // slide_us)]
-
-
-def windows_per_row(cfg: PipelineConfig) -> int:
-    """How many ``truth`` pairs a valid row has (tumbling: 1; hopping: size / slide; a session: 1)."""
-    w = cfg.window
-    return 1 if w.is_session else w.size_us // (w.slide_us or w.size_us)
 
 
 def pairs(cfg: PipelineConfig, rows: DataFrame) -> DataFrame:
