@@ -47,8 +47,8 @@ def _record_dir(cfg: PipelineConfig) -> str:
     return f"{cfg.output.path.rstrip('/')}/results/{RECORD_DIR}"
 
 
-def covered_files(spark: SparkSession, cfg: PipelineConfig) -> DataFrame | None:
-    """(``_step``, ``_fpath``): the log files each correction step saw (None: nothing was ever corrected)."""
+def covered_files(spark: SparkSession, cfg: PipelineConfig) -> list[tuple[int, str]] | None:
+    """(step, path): the log files each correction step saw (None: nothing was ever corrected)."""
     fs = HadoopFS(spark)
     names = [n for n in fs.list_names(_record_dir(cfg)) if n.endswith(".json")]
     if not names:
@@ -57,7 +57,7 @@ def covered_files(spark: SparkSession, cfg: PipelineConfig) -> DataFrame | None:
     for n in names:
         record = json.loads(fs.read_text(f"{_record_dir(cfg)}/{n}"))
         rows += [(int(record["step"]), p) for p in record["files"]]
-    return spark.createDataFrame(rows, "_step long, _fpath string")
+    return rows
 
 
 def correction_step(emissions: DataFrame) -> int:

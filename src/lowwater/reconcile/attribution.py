@@ -5,7 +5,8 @@ Two aggregations, so that the log is scanned once and never cached:
 1. :func:`tally` -- one ``groupBy`` over the log's (row, window) pairs into
    partials (``core/partials.py``: rows, and per value column the sum, min,
    max or non-null count the aggregations read) per (keys, window, role,
-   cause). Its output is a few rows per window plus one per too-late row
+   and the flags its cause is made of); :func:`causes` names the cause of each
+   tally row. Its output is a few rows per window plus one per too-late row
    matched by hash.
 2. :func:`per_window` -- each tally row split into its late portion and the
    rest (:func:`split`, a projection), then one ``groupBy(keys, window)`` over
@@ -44,11 +45,18 @@ from lowwater.reconcile.position import StreamPosition
 from lowwater.spark.aggtypes import result_expr
 from lowwater.time import NEG_INF
 
-NONE = "none"  # a moved pair that is on neither side (its row is not counted where it was moved)
+# A cause as a small int (CAUSES' order; null: counted), compared in every per-window aggregate.
+CODE = {c: i for i, c in enumerate(CAUSES)}
+NONE = len(CAUSES)  # a moved pair that is on neither side (its row is not counted where it was moved)
+
+
+def _code(cause: str) -> Column:
+    return F.lit(CODE[cause])
 
 
 def causes(pairs: DataFrame, policy: str, position: StreamPosition) -> DataFrame:
-    """``pairs`` plus ``_cn`` (the cause of a pair that is not too late; null: counted) and ``_cl`` (if it is).
+    """``pairs`` (or their :func:`tally`) plus ``_cn`` (the cause of a pair that is not too late; null: counted)
+    and ``_cl`` (if it is).
 
     ``_cl`` differs from ``_cn`` only on pairs marked ``_late``. A window the
     stream has not fired (``end > W``) is in flight as a whole: its rows that no
@@ -61,11 +69,11 @@ def causes(pairs: DataFrame, policy: str, position: StreamPosition) -> DataFrame
     covered = F.coalesce(F.col("_covered"), F.lit(False))
 
     def cause(is_late: Column) -> Column:
-        truth = (F.when(F.col("_unread"), F.lit("in_flight")).when(F.col("_clipped"), F.lit("clipped"))
-                 .when(is_late, F.lit(too_late)).when(open_, F.lit("in_flight")))
-        moved = F.when(F.col("_unread") | is_late | open_, F.lit(NONE)).otherwise(F.lit("clipped"))
+        truth = (F.when(F.col("_unread"), _code("in_flight")).when(F.col("_clipped"), _code("clipped"))
+                 .when(is_late, _code(too_late)).when(open_, _code("in_flight")))
+        moved = F.when(F.col("_unread") | is_late | open_, F.lit(NONE)).otherwise(_code("clipped"))
         # A corrected window holds the batch truth of the rows its correction saw: those are counted.
-        truth = F.when(covered, F.lit(None).cast("string")).otherwise(truth)
+        truth = F.when(covered, F.lit(None).cast("int")).otherwise(truth)
         moved = F.when(covered, F.lit(NONE)).otherwise(moved)
         return F.when(F.col("_role") == DEAD, F.lit(NONE)).when(role, truth).otherwise(moved)
 
@@ -91,11 +99,16 @@ _MERGE = {"_s": "sum", "_mn": "min", "_mx": "max", "_nn": "sum"}
 
 
 def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
-    """Partials (``_n`` and the :func:`fields` ``_s{i}``...) per (keys, window, role, causes, match)."""
+    """Partials (``_n`` and the :func:`fields` ``_s{i}``...) per (keys, window, role, what decides the cause, match).
+
+    Grouped by the flags a cause is made of (``_clipped``, ``_unread``,
+    ``_covered``, ``_late``), not by the cause: :func:`causes` runs on the
+    tally's few rows, not on every pair.
+    """
     aggs = [F.count(F.lit(1)).alias("_n")]
     aggs += [_FOLD[f](F.col(f"_v{i}")).alias(f"{f}{i}") for f, i in fields(cfg)]
     late = F.coalesce(F.col("_late"), F.lit(False)).alias("_late")
-    return pairs.groupBy(*cfg.window.key, "_ws", "_we", "_role", "_clipped", "_cn", "_cl", late, "_lh",
+    return pairs.groupBy(*cfg.window.key, "_ws", "_we", "_role", "_clipped", "_unread", "_covered", late, "_lh",
                          "_copies").agg(*aggs)
 
 
@@ -196,13 +209,13 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     truth, moved = F.col("_role") == TRUTH, F.col("_role") == MOVED
     sign = F.when(truth, F.lit(1)).otherwise(F.lit(-1))
     cause = F.col("_cause")
-    counted = (cause.isNull() & truth) | ((cause == "clipped") & moved)
+    counted = (cause.isNull() & truth) | ((cause == CODE["clipped"]) & moved)
     aggs = _partial(cfg, truth, "_t")  # the truth: every row, whatever its cause
     # A window is compared when a pair is on one side: a truth pair, or a moved one the stream counted.
     aggs.append(F.sum(F.when(F.coalesce(cause != NONE, F.lit(True)), F.col("_n"))).alias("_present"))
     aggs += _partial(cfg, counted, "_e")
     for c in CAUSES:
-        hit = cause == c
+        hit = cause == CODE[c]
         aggs.append(F.sum(F.when(hit, sign * F.col("_n")).otherwise(0)).cast("long").alias(f"{c}_rows"))
         for a in cfg.window.aggregations:
             i = values.index(a.column)

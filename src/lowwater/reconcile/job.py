@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from lowwater.config import ConfigError, PipelineConfig
@@ -78,14 +78,14 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     late_rows = late.size(spark, late_path) if side_output else 0
     # One scan of the log (never cached) unless a pass needs stable row ids: sessions, the drop replay.
     single = not cfg.window.is_session and side_output
-    the_log = log.read_log(spark, cfg, schema, position, persist=not single)
+    the_log, forms = log.read_log(spark, cfg, schema, position, persist=not single)
     rows = the_log.filter(~F.coalesce(F.col("_marker"), F.lit(False))).select(
-        *dict.fromkeys([*inputs, *cfg.window.key]), *([] if single else ["_rid"]), "_fid", "_dead", "_event_us",
+        *dict.fromkeys([*inputs, *cfg.window.key]), *([] if single else ["_rid"]), "_file", "_dead", "_event_us",
         "_clip_us", "_clipped", "_unread", *log.values(cfg, schema))
     if single:
-        pairs = late.mark(spark, late_path, log.pairs(cfg, rows), inputs, late_rows)
+        pairs = late.mark(spark, late_path, log.pairs(cfg, rows), inputs, late_rows, forms)
     else:
-        pairs = _exactly_marked(spark, cfg, the_log, rows, inputs, late_path, late_rows)
+        pairs = _exactly_marked(spark, cfg, the_log, rows, inputs, late_path, late_rows, forms)
     emitted_w = emitted.filter(F.col("batch_id") >= 0).withColumn(
         "_ws", F.unix_micros("window_start")).withColumn("_we", F.unix_micros("window_end"))
     if cfg.window.is_session:
@@ -99,20 +99,24 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     else:
         folded, corrected = emitted_w, stream.corrected(cfg, emitted_w)
         fold_aggs = stream.fold_aggs(cfg, emitted.schema)
-    pairs = _covered(spark, cfg, pairs, corrected)
-    tallied = attribution.tally(cfg, attribution.causes(pairs, str(cfg.late_policy), position))
-    # Every window (and the dead letters' row, no window), compared; persisted: the summary and reports read it.
-    side = compare.side_by_side(cfg, attribution.per_window(cfg, tallied, types, folded, fold_aggs),
-                                position).persist()
+    pairs = _covered(spark, cfg, pairs, corrected, forms)
+    tallied = attribution.causes(attribution.tally(cfg, pairs), str(cfg.late_policy), position)
+    # Every window (and the dead letters' row, no window) compared in one job, which observes the summary's
+    # numbers on the way and keeps only the differing windows (persisted: the reports and --apply read them).
+    side = compare.side_by_side(cfg, attribution.per_window(cfg, tallied, types, folded, fold_aggs), position)
     in_range = _in_range(from_us, to_us)
-    summary = _summary(cfg, side, in_range, cfg.window.assigner().windows_per_row, position)
-    files = sorted({log.file_path(u) for u in the_log.inputFiles()})  # listed, not scanned
+    numbers = Observation("lowwater_reconcile")
+    differing = side.observe(numbers, *_numbers(cfg, in_range)).filter(F.col("_differs")).persist()
+    differing.count()
+    summary = _summary(cfg, numbers.get, differing.filter(in_range), cfg.window.assigner().windows_per_row,
+                       position)
     the_log.unpersist()
-    return Reconciliation(side.filter(in_range & F.col("_differs")), summary, position, emitted, {"files": files})
+    return Reconciliation(differing.filter(in_range), summary, position, emitted,
+                          {"files": forms.paths()})
 
 
 def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame, rows: DataFrame,
-                    inputs: list[str], late_path: str, late_rows: int) -> DataFrame:
+                    inputs: list[str], late_path: str, late_rows: int, forms: log.FileForms) -> DataFrame:
     """The pairs of a persisted log (sessions, ``drop``), with ``_late`` matched by row id (``late.py``)."""
     valid = rows.filter(F.col("_dead").isNull())
     few = late_rows <= late.BROADCAST_ROWS
@@ -122,7 +126,7 @@ def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame
         pairs = sessions.pairs(cfg, valid)
         if late_rows:
             too_late = sessions.late_in_sessions(
-                late.from_side_output(spark, late_path, sessions.proto_pairs(pairs), inputs, few), pairs)
+                late.from_side_output(spark, late_path, sessions.proto_pairs(pairs), inputs, few, forms), pairs)
         else:
             too_late = spark.createDataFrame([], late.LATE_SCHEMA)
     else:
@@ -138,28 +142,31 @@ def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame
             .withColumn("_lh", F.lit(None).cast("long")).withColumn("_copies", F.lit(None).cast("long")))
 
 
-def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, corrected: DataFrame) -> DataFrame:
+def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, corrected: DataFrame,
+             forms: log.FileForms) -> DataFrame:
     """``pairs`` plus ``_covered``: the pair's window was corrected by ``--apply`` when its row's file was there.
 
     Corrections are few: the corrected windows and the files each correction
-    step saw (``apply.covered_files``) are broadcast.
+    step saw (``apply.covered_files``, under every name a row may carry) are
+    broadcast.
     """
     from lowwater.reconcile.apply import covered_files
 
+    seen = covered_files(spark, cfg)
+    if seen is None:
+        return pairs.withColumn("_covered", F.lit(False))
     keys = list(cfg.window.key)
     corrected = corrected.select(*[F.col(k).alias(f"_ck_{k}") for k in keys], F.col("_ws").alias("_cws"),
                                  F.col("_we").alias("_cwe"), "_corr_step")
-    files = covered_files(spark, cfg)
-    if files is None:
-        return pairs.withColumn("_covered", F.lit(False))
     cond = F.lit(True)
     for k in keys:
         cond = cond & F.col(k).eqNullSafe(F.col(f"_ck_{k}"))
     cond = cond & (F.col("_ws") == F.col("_cws")) & (F.col("_we") == F.col("_cwe"))
     marked = pairs.join(F.broadcast(corrected), cond, "left").drop(*[f"_ck_{k}" for k in keys], "_cws", "_cwe")
-    hit = F.broadcast(files.select("_step", log.file_id(F.col("_fpath")).alias("_cfid"), F.lit(True).alias("_covered")))
-    marked = marked.join(hit, (marked["_corr_step"] == hit["_step"]) & (F.col("_fid") == hit["_cfid"]), "left")
-    return marked.drop("_corr_step", "_step", "_cfid")
+    rows = sorted({(step, form) for step, path in seen for form in forms.of(path)}) or [(-1, "")]
+    hit = F.broadcast(spark.createDataFrame(rows, "_step long, _cfile string").withColumn("_covered", F.lit(True)))
+    marked = marked.join(hit, (marked["_corr_step"] == hit["_step"]) & (F.col("_file") == hit["_cfile"]), "left")
+    return marked.drop("_corr_step", "_step", "_cfile").withColumn("_covered", F.coalesce("_covered", F.lit(False)))
 
 
 def _in_range(from_us: int | None, to_us: int | None) -> Column:
@@ -172,12 +179,11 @@ def _in_range(from_us: int | None, to_us: int | None) -> Column:
     return cond
 
 
-def _summary(cfg: PipelineConfig, every: DataFrame, in_range: Column, windows_per_row: int,
-             position: StreamPosition) -> dict:
-    """Counts, rows and value by cause, the largest differences and every unexplained window (named).
+def _numbers(cfg: PipelineConfig, in_range: Column) -> list[Column]:
+    """The summary's numbers, as aggregates over every compared window (and the dead letters' row).
 
     The log's counts (valid rows, dead letters, clipped rows) are over every
-    window; the rest over the windows in range. One job for all the numbers.
+    window; the rest over the windows in range.
     """
     value_aggs = [a.name for a in cfg.window.aggregations if a.func in ("sum", "count")]
     cause_sums = [F.sum(F.when(in_range, F.col(f"{c}_{v}"))).alias(f"{c}_{v}") for c in CAUSES
@@ -186,19 +192,23 @@ def _summary(cfg: PipelineConfig, every: DataFrame, in_range: Column, windows_pe
     def n(cond: Column) -> Column:
         return F.count(F.when(in_range & cond, F.lit(1)))
 
-    stats = every.agg(
-        n(F.lit(True)).alias("checked"), n(F.col("_differs")).alias("differing"),
-        n(F.col("status") == "open").alias("open"), n(F.col("status") == "unexplained").alias("unexplained"),
-        *cause_sums, F.sum("batch_count").alias("pairs"), F.sum("_dead_n").alias("dead"),
-        F.sum("_clipped_n").alias("clipped"),
-    ).first()
+    return [n(F.lit(True)).alias("checked"), n(F.col("_differs")).alias("differing"),
+            n(F.col("status") == "open").alias("open"), n(F.col("status") == "unexplained").alias("unexplained"),
+            *cause_sums, F.sum("batch_count").alias("pairs"), F.sum("_dead_n").alias("dead"),
+            F.sum("_clipped_n").alias("clipped")]
+
+
+def _summary(cfg: PipelineConfig, stats: dict, side: DataFrame, windows_per_row: int,
+             position: StreamPosition) -> dict:
+    """Counts, rows and value by cause (``stats``: :func:`_numbers`), the largest differences and every
+    unexplained window (named) among the differing windows in range (``side``)."""
+    value_aggs = [a.name for a in cfg.window.aggregations if a.func in ("sum", "count")]
     counts = {"rows": int(stats["pairs"] or 0) // windows_per_row, "dead_letter": int(stats["dead"] or 0),
               "clipped": int(stats["clipped"] or 0) // windows_per_row}
-    side = every.filter(in_range)
     measure = next((f"diff_{a.name}" for a in cfg.window.aggregations if a.func == "sum"), "diff_count")
     keys = list(cfg.window.key)
     shown = [*keys, "window_start", "window_end", "status", "diff_count", measure]
-    largest = (side.filter("_differs").orderBy(F.abs(F.col(measure)).desc_nulls_last(), "_ws")
+    largest = (side.orderBy(F.abs(F.col(measure)).desc_nulls_last(), "_ws")
                .select(*dict.fromkeys(shown)).limit(LARGEST).collect())
     wrong = side.filter(F.col("status") == "unexplained").orderBy("_ws").select(
         *keys, "window_start", "window_end", *[c for c in side.columns if c.startswith("unexplained_")]).collect()

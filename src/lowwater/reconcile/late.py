@@ -2,7 +2,9 @@
 
 ``side_output``: ``late/`` holds each too-late (row, window) pair whole, with
 its file (``source_file``) and window. It is matched to the log's pairs by a
-64-bit hash of the file's path and every input column, plus the window start;
+64-bit hash of the file's name and every input column, plus the window start
+(a ``late/`` row is hashed under each name a log row of its file may carry,
+``log.FileForms``: the log's rows are hashed as they are, nothing parsed);
 rows that are identical in every column are interchangeable, so ``n`` late
 copies mark ``n`` of them (``row_number`` over the few matches only).
 
@@ -31,7 +33,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.judge import judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import WatermarkTracker
-from lowwater.reconcile.log import file_id, uri_path
+from lowwater.reconcile.log import MOVED, FileForms, uri_path
 
 CHUNK_ROWS = 200_000
 # The late tail is small next to the log: up to this many rows it is broadcast to every task instead of
@@ -53,21 +55,26 @@ def size(spark: SparkSession, late_path: str) -> int:
 
 
 def row_hash(columns: list[str]) -> Column:
-    """The hash a log row is matched by: its file (``_fid``) and every input column."""
-    return _row_hash(F.col("_fid"), columns)
+    """The hash a log row is matched by: its file's name (``_file``) and every input column."""
+    return _row_hash(F.col("_file"), columns)
 
 
-def _keyed(spark: SparkSession, late_path: str, columns: list[str]) -> DataFrame:
-    """``late/`` per (row hash, window start): how many copies, and the latest ``W(r)``."""
-    late = spark.read.parquet(late_path)
-    fid = file_id(uri_path(F.col("source_file")))
+def _keyed(spark: SparkSession, late_path: str, columns: list[str], forms: FileForms) -> DataFrame:
+    """``late/`` per (row hash, window start): how many copies, and the latest ``W(r)``.
+
+    Each ``late/`` row is hashed under every name its file has in the log's
+    listing (a small join on the path): a log row carries one of them.
+    """
+    late = spark.read.parquet(late_path).withColumn("_fpath", uri_path(F.col("source_file")))
+    late = late.join(F.broadcast(forms.frame(spark)), "_fpath")
     return late.select(
-        _row_hash(fid, columns).alias("_h"),
+        _row_hash(F.col("_fform"), columns).alias("_h"),
         F.unix_micros("window_start").alias("_ws"), F.unix_micros("watermark").alias("_w"),
     ).groupBy("_h", "_ws").agg(F.count(F.lit(1)).alias("_copies"), F.max("_w").alias("_w"))
 
 
-def mark(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str], rows: int) -> DataFrame:
+def mark(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str], rows: int,
+         forms: FileForms) -> DataFrame:
     """``pairs`` plus ``_late``, ``_lh``, ``_copies``: matched to ``late/``.
 
     A pair is late when ``late/`` holds its row and window and the stream
@@ -81,19 +88,19 @@ def mark(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[st
         return pairs.withColumn("_late", F.lit(False)).withColumn("_lh", F.lit(None).cast("long")).withColumn(
             "_copies", F.lit(None).cast("long"))
     # One long key per (row, window): a broadcast join on it is a lookup in Spark's LongHashedRelation.
-    keyed = _keyed(spark, late_path, columns).select(F.xxhash64("_h", "_ws").alias("_hw"), "_copies")
+    keyed = _keyed(spark, late_path, columns, forms).select(F.xxhash64("_h", "_ws").alias("_hw"), "_copies")
     pairs = pairs.withColumn("_hw", F.xxhash64(row_hash(columns), F.col("_ws")))
     joined = pairs.join(F.broadcast(keyed) if rows <= BROADCAST_ROWS else keyed, "_hw", "left")
-    stream_side = (F.col("_role") == "moved") | ~F.col("_clipped")
+    stream_side = (F.col("_role") == MOVED) | ~F.col("_clipped")
     late = F.col("_copies").isNotNull() & stream_side
     return (joined.withColumn("_late", late).withColumn("_lh", F.when(late, F.col("_hw")))
             .withColumn("_copies", F.when(late, F.col("_copies"))).drop("_hw"))
 
 
 def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str],
-                     broadcast: bool) -> DataFrame:
+                     broadcast: bool, forms: FileForms) -> DataFrame:
     """(``_rid``, ``_ws``, ``_w``) of the pairs ``late/`` holds; ``pairs`` are the stream's (row, window) pairs."""
-    keyed = _keyed(spark, late_path, columns)
+    keyed = _keyed(spark, late_path, columns, forms)
     mine = pairs.select("_rid", "_ws", row_hash(columns).alias("_h"))
     matched = mine.join(F.broadcast(keyed) if broadcast else keyed, ["_h", "_ws"])
     rank = F.row_number().over(Window.partitionBy("_h", "_ws").orderBy("_rid"))

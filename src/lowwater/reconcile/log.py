@@ -5,15 +5,17 @@ The log is read and parsed by the engine's own code (``io/files.read_batch``,
 row is a dead letter here iff it is one in the stream; dead letters are in no
 result and are only counted. Each valid row gets
 
-* ``_fid`` -- its file, as a 64-bit hash of the file's path (:func:`file_id`;
-  ``late/``, the checkpoint and the correction records name files by path):
-  a broadcast lookup of the file's URI, not a parse of it on every row,
+* ``_file`` -- its file, as Spark names it in the row's metadata (a URI); the
+  checkpoint and the correction records name files by path, and ``late/`` by the
+  URI the stream read: :class:`FileForms` lists, per log file, every name a row
+  may carry, so nothing is parsed or joined per row,
 * ``_rid`` -- a row id, when the log is persisted (sessions and ``drop``
   match rows by it: a persisted log keeps it stable); otherwise the log is
   scanned once, by the one aggregation of ``reconcile/attribution.py``,
 * ``_clip_us`` / ``_clipped`` -- its event time as the stream judged it
   (SEMANTICS.md §5, ``max_future_skew``), and whether that moved it,
-* ``_unread`` -- its file is not among those the stream has read (in flight).
+* ``_unread`` -- its file is not among those the stream has read (in flight):
+  a set lookup of ``_file`` among the names of the files read.
 
 Pairs (tumbling and hopping windows; sessions are built in
 ``reconcile/sessions.py``) come in three roles: ``truth`` -- the windows of the
@@ -24,6 +26,7 @@ the windows of its clipped time, where the stream counted it instead -- and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from pyspark import StorageLevel
@@ -39,7 +42,8 @@ from lowwater.spark.parse import normalise
 
 # The path part of a file URI (``file:/x``, ``file:///x`` -> ``/x``), as ``advisor/replay_log.py`` reads it.
 URI_PATH = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?(/.*)$"
-TRUTH, MOVED, DEAD = "truth", "moved", "dead"
+# A pair's role, as a small int (a grouping key on every pair: no strings to hash).
+TRUTH, MOVED, DEAD = 0, 1, 2
 
 
 def input_schema(spark: SparkSession, cfg: PipelineConfig) -> T.StructType:
@@ -48,8 +52,8 @@ def input_schema(spark: SparkSession, cfg: PipelineConfig) -> T.StructType:
 
 
 def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, position: StreamPosition,
-             persist: bool = True) -> DataFrame:
-    """Every row of the source log, normalised as the engine does, with ``_path``, clipping and ``_unread``.
+             persist: bool = True) -> tuple[DataFrame, FileForms]:
+    """Every row of the source log, normalised as the engine does, with clipping and ``_unread``; and its files.
 
     ``persist``: with ``_rid``, persisted (memory and disk), for the jobs that
     read the log several times (sessions, the ``drop`` replay): the row ids
@@ -67,33 +71,23 @@ def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, pos
     moved: Column = F.lit(False)
     if skew is not None and src.arrival_time:
         moved = F.coalesce((ev - arr) > F.lit(skew), F.lit(False))
-    files = file_table(spark, raw.inputFiles(), position)
-    # A URI the listing did not give (not expected): its path parsed from the URI on that row only.
-    parsed = uri_path(F.col("_file"))
+    forms = FileForms.listed(raw.inputFiles(), position)
     df = (
-        df.join(F.broadcast(files), F.col("_file") == F.col("_fkey"), "left")
-        .withColumn("_fid", F.coalesce(F.col("_fid"), file_id(parsed)))
-        .withColumn("_clipped", moved)
+        df.withColumn("_clipped", moved)
         .withColumn("_clip_us", F.when(moved, arr).otherwise(ev))
-        .withColumn("_unread", ~F.coalesce(F.col("_was_read"), parsed.isin(list(position.read_files))))
-        .drop("_fkey", "_was_read")
+        .withColumn("_unread", forms.unread(F.col("_file")))
     )
     if not persist:
-        return df
+        return df, forms
     # Uncompressed: building the compressed columnar cache of every column was the job's largest cost
     # (10 M rows: 75.8 s -> 54.3 s for the whole reconcile, docs/performance.md). Read when the cache is defined.
     key = "spark.sql.inMemoryColumnarStorage.compressed"
     before = spark.conf.get(key, "true")
     spark.conf.set(key, "false")
     try:
-        return df.persist(StorageLevel.MEMORY_AND_DISK)
+        return df.persist(StorageLevel.MEMORY_AND_DISK), forms
     finally:
         spark.conf.set(key, before)
-
-
-def file_id(path: Column) -> Column:
-    """A file's id: the 64-bit hash of its path (decoded, no scheme), the same wherever a path comes from."""
-    return F.xxhash64(path)
 
 
 def uri_path(uri: Column) -> Column:
@@ -106,21 +100,48 @@ def file_path(uri: str) -> str:
     return unquote(urlsplit(uri).path)
 
 
-def file_table(spark: SparkSession, uris: list[str], position: StreamPosition) -> DataFrame:
-    """(``_fkey``, ``_fid``, ``_was_read``) per log file: a row's ``_file`` is one of its ``_fkey`` forms.
+@dataclass(frozen=True)
+class FileForms:
+    """Every name (``form``) a row's ``_file`` may carry for each listed log file, its path, and if it was read.
 
     Spark lists a local file as ``file:///x`` and names it ``file:/x`` in a
-    row's metadata: both forms are keys.
+    row's metadata: both forms are kept. Rows are matched to files by these
+    names (set lookups, a few small joins), never by parsing a URI per row.
     """
-    read = set(position.read_files)
-    rows = []
-    for uri in uris:
-        parts = urlsplit(uri)
-        path = file_path(uri)
-        for form in {uri, f"{parts.scheme}:{parts.path}" if not parts.netloc else uri}:
-            rows.append((form, path, path in read))
-    table = spark.createDataFrame(rows, "_fkey string, _fpath string, _was_read boolean")
-    return table.select("_fkey", file_id(F.col("_fpath")).alias("_fid"), "_was_read")
+
+    forms: tuple[tuple[str, str, bool], ...]  # (form, path, was_read)
+    read_paths: tuple[str, ...]  # every file the stream read (position.read_files), listed or not
+
+    @classmethod
+    def listed(cls, uris: list[str], position: StreamPosition) -> FileForms:
+        read = set(position.read_files)
+        out: dict[str, tuple[str, str, bool]] = {}
+        for uri in uris:
+            parts = urlsplit(uri)
+            path = file_path(uri)
+            for form in (uri, f"{parts.scheme}:{parts.path}" if not parts.netloc else uri):
+                out[form] = (form, path, path in read)
+        return cls(tuple(out.values()), tuple(sorted(read)))
+
+    def paths(self) -> list[str]:
+        return sorted({p for _, p, _ in self.forms})
+
+    def of(self, path: str) -> list[str]:
+        return [f for f, p, _ in self.forms if p == path]
+
+    def unread(self, file: Column) -> Column:
+        """Whether the stream has not read ``file`` (a row's ``_file``): a set lookup of the name.
+
+        A name the listing did not give (not expected) is parsed, on that row only.
+        """
+        read = [f for f, _, r in self.forms if r]
+        unread = [f for f, _, r in self.forms if not r]
+        return (F.when(file.isin(read), F.lit(False)).when(file.isin(unread), F.lit(True))
+                .otherwise(~uri_path(file).isin(list(self.read_paths))))
+
+    def frame(self, spark: SparkSession) -> DataFrame:
+        """(``_fform``, ``_fpath``): to give a path named elsewhere (``late/``) every form a row may carry."""
+        return spark.createDataFrame([(f, p) for f, p, _ in self.forms] or [("", "")], "_fform string, _fpath string")
 
 
 def input_columns(schema: T.StructType) -> list[str]:
