@@ -98,18 +98,33 @@ _FOLD = {"_s": F.sum, "_mn": F.min, "_mx": F.max, "_nn": F.count}
 _MERGE = {"_s": "sum", "_mn": "min", "_mx": "max", "_nn": "sum"}
 
 
+_FLAGS = ("_role", "_clipped", "_unread", "_covered", "_late")  # packed into one int key, role in the high bits
+
+
 def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
     """Partials (``_n`` and the :func:`fields` ``_s{i}``...) per (keys, window, role, what decides the cause, match).
 
     Grouped by the flags a cause is made of (``_clipped``, ``_unread``,
     ``_covered``, ``_late``), not by the cause: :func:`causes` runs on the
-    tally's few rows, not on every pair.
+    tally's few rows, not on every pair. The role and flags are one int
+    key, and a tumbling or hopping window is its start alone (its end
+    follows): fewer, fixed-width keys for the aggregation to hash and shuffle.
     """
-    aggs = [F.count(F.lit(1)).alias("_n")]
+    aggs = [F.count(F.lit(1)).alias("_n"), F.max("_copies").alias("_copies")]
     aggs += [_FOLD[f](F.col(f"_v{i}")).alias(f"{f}{i}") for f, i in fields(cfg)]
-    late = F.coalesce(F.col("_late"), F.lit(False)).alias("_late")
-    return pairs.groupBy(*cfg.window.key, "_ws", "_we", "_role", "_clipped", "_unread", "_covered", late, "_lh",
-                         "_copies").agg(*aggs)
+    late = F.coalesce(F.col("_late"), F.lit(False))
+    packed = F.col("_role").cast("int") * F.lit(16)
+    for bit, flag in zip((8, 4, 2, 1), (F.col("_clipped"), F.col("_unread"), F.col("_covered"), late), strict=True):
+        packed = packed + F.when(flag, F.lit(bit)).otherwise(F.lit(0))
+    sessions = cfg.window.is_session
+    grouped = pairs.groupBy(*cfg.window.key, "_ws", *(["_we"] if sessions else []), packed.alias("_flags"),
+                            "_lh").agg(*aggs)
+    we = F.col("_we") if sessions else F.col("_ws") + F.lit(cfg.window.size_us)
+    flags = F.col("_flags")
+    unpacked = [F.shiftright(flags, 4).alias("_role")] + [
+        (flags.bitwiseAND(F.lit(bit)) != 0).alias(name) for bit, name in zip((8, 4, 2, 1), _FLAGS[1:], strict=True)]
+    return grouped.select(*cfg.window.key, "_ws", we.alias("_we"), *unpacked, "_lh", "_copies", "_n",
+                          *[f"{f}{i}" for f, i in fields(cfg)])
 
 
 class _Portion:
