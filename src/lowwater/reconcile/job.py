@@ -35,6 +35,12 @@ class Reconciliation:
     position: StreamPosition
     emissions: DataFrame
     extra: dict = field(default_factory=dict)
+    persisted: list[DataFrame] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Drop the persisted differing windows (a long-lived session that reconciles again)."""
+        for df in self.persisted:
+            df.unpersist()
 
 
 def check_supported(cfg: PipelineConfig) -> None:
@@ -75,7 +81,6 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     inputs = log.input_columns(schema)
     late_path = f"{cfg.output.path.rstrip('/')}/late"
     side_output = cfg.late_policy == "side_output"
-    late_rows = late.size(spark, late_path) if side_output else 0
     # One scan of the log (never cached) unless a pass needs stable row ids: sessions, the drop replay.
     single = not cfg.window.is_session and side_output
     the_log, forms = log.read_log(spark, cfg, schema, position, persist=not single)
@@ -83,8 +88,9 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
         *dict.fromkeys([*inputs, *cfg.window.key]), *([] if single else ["_rid"]), "_file", "_dead", "_event_us",
         "_clip_us", "_clipped", "_unread", *log.values(cfg, schema))
     if single:
-        pairs = late.mark(spark, late_path, log.pairs(cfg, rows), inputs, late_rows, forms)
+        pairs = late.mark(spark, late_path, log.pairs(cfg, rows), inputs, forms)
     else:
+        late_rows = late.size(spark, late_path) if side_output else 0
         pairs = _exactly_marked(spark, cfg, the_log, rows, inputs, late_path, late_rows, forms)
     emitted_w = emitted.filter(F.col("batch_id") >= 0).withColumn(
         "_ws", F.unix_micros("window_start")).withColumn("_we", F.unix_micros("window_end"))
@@ -105,14 +111,16 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     # numbers on the way and keeps only the differing windows (persisted: the reports and --apply read them).
     side = compare.side_by_side(cfg, attribution.per_window(cfg, tallied, types, folded, fold_aggs), position)
     in_range = _in_range(from_us, to_us)
-    numbers = Observation("lowwater_reconcile")
+    # Unnamed: a fresh name each run, so a frame persisted by an earlier reconcile in this session (same files,
+    # same plan) can never stand in for this one's: Spark matches persisted data by plan, not by file contents.
+    numbers = Observation()
     differing = side.observe(numbers, *_numbers(cfg, in_range)).filter(F.col("_differs")).persist()
     differing.count()
     summary = _summary(cfg, numbers.get, differing.filter(in_range), cfg.window.assigner().windows_per_row,
                        position)
     the_log.unpersist()
     return Reconciliation(differing.filter(in_range), summary, position, emitted,
-                          {"files": forms.paths()})
+                          {"files": forms.paths()}, [differing])
 
 
 def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame, rows: DataFrame,
@@ -210,8 +218,9 @@ def _summary(cfg: PipelineConfig, stats: dict, side: DataFrame, windows_per_row:
     shown = [*keys, "window_start", "window_end", "status", "diff_count", measure]
     largest = (side.orderBy(F.abs(F.col(measure)).desc_nulls_last(), "_ws")
                .select(*dict.fromkeys(shown)).limit(LARGEST).collect())
-    wrong = side.filter(F.col("status") == "unexplained").orderBy("_ws").select(
+    wrong = side.filter(F.col("status") == "unexplained").select(
         *keys, "window_start", "window_end", *[c for c in side.columns if c.startswith("unexplained_")]).collect()
+    wrong.sort(key=lambda r: (r["window_start"], *[str(r[k]) for k in keys]))  # here: a sort in Spark is 2 jobs
 
     def plain(r) -> dict:  # noqa: ANN001 - a Row
         return {k: (format_ts(int(v.timestamp() * 1e6)) if hasattr(v, "timestamp") else _num(v))

@@ -39,6 +39,9 @@ CHUNK_ROWS = 200_000
 # The late tail is small next to the log: up to this many rows it is broadcast to every task instead of
 # shuffling the log's (row, window) pairs to meet it (a sort-merge join of the whole log, twice).
 BROADCAST_ROWS = 1_000_000
+# ``late/`` up to this size on disk (about a million rows of a few columns) is matched in the log's pass through
+# a table the driver gathers in one job (``_gathered``); a larger one by a shuffle join.
+FEW_BYTES = 32 << 20
 LATE_SCHEMA = "_rid long, _ws long, _w long"
 
 
@@ -73,24 +76,47 @@ def _keyed(spark: SparkSession, late_path: str, columns: list[str], forms: FileF
     ).groupBy("_h", "_ws").agg(F.count(F.lit(1)).alias("_copies"), F.max("_w").alias("_w"))
 
 
-def mark(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str], rows: int,
-         forms: FileForms) -> DataFrame:
+def _gathered(spark: SparkSession, late_path: str, columns: list[str], forms: FileForms) -> DataFrame:
+    """``late/``'s (``_hw``, ``_copies``): one long key per (row hash, window) and its copies, as a local table.
+
+    One job hashes ``late/`` on the executors; the driver counts the copies
+    (numpy) and hands the table back as a local relation, so broadcasting it
+    runs no further job.
+    """
+    import pandas as pd
+
+    late = spark.read.parquet(late_path).withColumn("_fpath", uri_path(F.col("source_file")))
+    late = late.join(F.broadcast(forms.frame(spark)), "_fpath")
+    hashes = late.select(F.xxhash64(_row_hash(F.col("_fform"), columns), F.unix_micros("window_start")).alias("_hw"))
+    keys = hashes.toArrow().column("_hw").to_numpy()
+    values, copies = np.unique(keys, return_counts=True)
+    return spark.createDataFrame(pd.DataFrame({"_hw": values.astype(np.int64), "_copies": copies.astype(np.int64)}),
+                                 "_hw long, _copies long")
+
+
+def mark(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str], forms: FileForms) -> DataFrame:
     """``pairs`` plus ``_late``, ``_lh``, ``_copies``: matched to ``late/``.
 
     A pair is late when ``late/`` holds its row and window and the stream
     judged it there (``_role`` moved, or a row it did not clip). ``late/`` is
-    matched once, in the log's single pass: broadcast when it has at most
-    ``BROADCAST_ROWS`` rows (``rows``), else joined by a shuffle. The pairs of
-    identical rows share a hash; ``attribution.tally`` counts only
-    ``_copies`` of them late.
+    matched once, in the log's single pass by one long key per (row, window):
+    a lookup in a broadcast table (Spark's LongHashedRelation) when ``late/``
+    is at most ``FEW_BYTES`` on disk (:func:`_gathered`), else a shuffle
+    join. The pairs of identical rows share a key; ``attribution.tally``
+    counts only ``_copies`` of them late.
     """
-    if rows == 0:
+    from lowwater.spark.fs import HadoopFS
+
+    on_disk = HadoopFS(spark).size(late_path)
+    if on_disk == 0:
         return pairs.withColumn("_late", F.lit(False)).withColumn("_lh", F.lit(None).cast("long")).withColumn(
             "_copies", F.lit(None).cast("long"))
-    # One long key per (row, window): a broadcast join on it is a lookup in Spark's LongHashedRelation.
-    keyed = _keyed(spark, late_path, columns, forms).select(F.xxhash64("_h", "_ws").alias("_hw"), "_copies")
+    if on_disk <= FEW_BYTES:
+        keyed = F.broadcast(_gathered(spark, late_path, columns, forms))
+    else:
+        keyed = _keyed(spark, late_path, columns, forms).select(F.xxhash64("_h", "_ws").alias("_hw"), "_copies")
     pairs = pairs.withColumn("_hw", F.xxhash64(row_hash(columns), F.col("_ws")))
-    joined = pairs.join(F.broadcast(keyed) if rows <= BROADCAST_ROWS else keyed, "_hw", "left")
+    joined = pairs.join(keyed, "_hw", "left")
     stream_side = (F.col("_role") == MOVED) | ~F.col("_clipped")
     late = F.col("_copies").isNotNull() & stream_side
     return (joined.withColumn("_late", late).withColumn("_lh", F.when(late, F.col("_hw")))

@@ -26,6 +26,7 @@ the windows of its clipped time, where the stream counted it instead -- and
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -65,7 +66,9 @@ def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, pos
     raw = read_batch(spark, src, schema)
     df = normalise(raw, cfg)
     if persist:
-        df = df.withColumn("_rid", F.monotonically_increasing_id())
+        # ``_run``: this run's own plan, so that a log persisted by an earlier reconcile in this session (same
+        # files, same plan: Spark matches persisted data by plan, not by file contents) never stands in for it.
+        df = df.withColumn("_rid", F.monotonically_increasing_id()).withColumn("_run", F.lit(uuid.uuid4().hex))
     skew = src.watermark.max_future_skew_us
     ev, arr = F.col("_event_us"), F.col("_arrival_us")
     moved: Column = F.lit(False)
