@@ -4,8 +4,12 @@ The engine runs ``--drain`` on a tiny file log (``--files`` JSONL files of
 ``--rows`` rows, two partitions, a few far-late rows and two bad lines a file;
 one file a step), in this process, with Spark's event log on. For every step
 (and the drain) it prints the wall time and the Spark jobs it started, each
-with its call site (``callSite.short`` of the job's ``SparkListenerJobStart``),
-and per run the jobs outside any step (query start, between steps).
+named after the lowwater line that asked for it (PySpark's actions and
+writers are wrapped to set ``spark.job.description``, which AQE's stage jobs
+inherit; else the job's ``callSite.short`` from its ``SparkListenerJobStart``),
+plus ``Engine()`` and the query's start. A step is a ``foreachBatch`` call:
+the source's admission, then ``Engine.process_batch`` (its own seconds in the
+label). One uncounted warm-up run comes first (JIT, Python workers).
 
 ``--base DIR`` names a second ``src`` tree (e.g. ``git archive`` of an older
 commit): the two are imported in turn into this one process (``lowwater`` is
@@ -15,7 +19,7 @@ load. Only the driver-side code may differ between the two trees: Python
 workers import ``lowwater`` from this process's ``PYTHONPATH``.
 
     nice -n 19 env PYTHONPATH=$PWD/src .venv/bin/python bench/step_cost.py
-    git archive HEAD~1 src | tar -x -C /tmp/base
+    mkdir -p /tmp/base && git archive HEAD~1 src | tar -x -C /tmp/base
     nice -n 19 env PYTHONPATH=$PWD/src .venv/bin/python bench/step_cost.py --base /tmp/base/src --rounds 3
     ... --verbose       # every job's call site, step by step
 
