@@ -165,7 +165,7 @@ class SessionOperator:
         writes = [write_results, write_state] + ([write_late] if late_rows is not None else [])
         buckets = side_by_side(*writes)[1]
         t2 = time.monotonic()
-        log.debug("step %d sessions: keyed pass + counts %.2fs, results and state %.2fs", step, t1 - t0, t2 - t1)
+        log.debug("step %d sessions: keyed pass + counts %.2fs, results, state, late %.2fs", step, t1 - t0, t2 - t1)
         return counts, buckets
 
     # -- a step and the drain ------------------------------------------------------------
