@@ -310,24 +310,28 @@ class Engine:
             self.logs = logs  # the Kafka partitions caught up at the last step (the held-rows warning names the holder)
             plan = replace(self.planner.plan(compact, tracker, prev, release=release, logs=logs), admit_us=admit_us)
             t_plan = time.monotonic()
-            # The dead letters depend on nothing the operator does: written side by side with it
-            # (spark/jobs.py), both finished before the commit.
-            dead = Background(lambda: self._write_dead_letters(parsed, step)) if plan.dead else None
-            if dead is None:
+            # The dead letters and the held rows depend on nothing the operator does: written side by
+            # side with it (spark/jobs.py), all finished before the commit.
+            beside: list[Background] = []
+            if plan.dead:
+                beside.append(Background(lambda: self._write_dead_letters(parsed, step)))
+            else:
                 self.sinks.clear("dead_letter", step)
+            held_job = None
+            if self.held is not None and plan.held:
+                rows = judged_rows(parsed, plan.ready_bounds, held=True, lane=self.lane)
+                held_job = Background(lambda: self.held.write(step, rows, plan.held))
+                beside.append(held_job)
             try:
-                held = None
-                if self.held is not None:
-                    held = self.held.write(step, judged_rows(parsed, plan.ready_bounds, held=True, lane=self.lane),
-                                           plan.held)
                 result = self.operator.step(
                     judged_rows(parsed, plan.ready_bounds, markers=self.planner.markers, lane=self.lane),
                     plan, prev, step, cache)
-            finally:  # never leave the write running behind a failed step; its own failure fails the step
-                if dead is not None:
-                    dead.join()
-            if dead is not None:
-                dead.result()
+            finally:  # never leave a write running behind a failed step; its own failure fails the step
+                for job in beside:
+                    job.join()
+            for job in beside:
+                job.result()
+            held = held_job.result() if held_job is not None else None  # HeldRows.write: None when none held
         finally:
             for c in cache:
                 c.unpersist()
