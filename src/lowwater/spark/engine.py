@@ -59,6 +59,7 @@ from lowwater.observe.hub import Observers
 from lowwater.spark.columns import select
 from lowwater.spark.fs import HadoopFS
 from lowwater.spark.held import CARRIED, HeldRows
+from lowwater.spark.jobs import Background
 from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA, metrics_row, metrics_table
 from lowwater.spark.operators import OPERATORS, WindowOperator
 from lowwater.spark.parse import normalise, normalise_source, unit_matters
@@ -309,17 +310,28 @@ class Engine:
             self.logs = logs  # the Kafka partitions caught up at the last step (the held-rows warning names the holder)
             plan = replace(self.planner.plan(compact, tracker, prev, release=release, logs=logs), admit_us=admit_us)
             t_plan = time.monotonic()
+            # The dead letters and the held rows depend on nothing the operator does: written side by
+            # side with it (spark/jobs.py), all finished before the commit.
+            beside: list[Background] = []
             if plan.dead:
-                self._write_dead_letters(parsed, step)
+                beside.append(Background(lambda: self._write_dead_letters(parsed, step)))
             else:
                 self.sinks.clear("dead_letter", step)
-            held = None
-            if self.held is not None:
-                held = self.held.write(step, judged_rows(parsed, plan.ready_bounds, held=True, lane=self.lane),
-                                       plan.held)
-            result = self.operator.step(
-                judged_rows(parsed, plan.ready_bounds, markers=self.planner.markers, lane=self.lane),
-                plan, prev, step, cache)
+            held_job = None
+            if self.held is not None and plan.held:
+                rows = judged_rows(parsed, plan.ready_bounds, held=True, lane=self.lane)
+                held_job = Background(lambda: self.held.write(step, rows, plan.held))
+                beside.append(held_job)
+            try:
+                result = self.operator.step(
+                    judged_rows(parsed, plan.ready_bounds, markers=self.planner.markers, lane=self.lane),
+                    plan, prev, step, cache)
+            finally:  # never leave a write running behind a failed step; its own failure fails the step
+                for job in beside:
+                    job.join()
+            for job in beside:
+                job.result()
+            held = held_job.result() if held_job is not None else None  # HeldRows.write: None when none held
         finally:
             for c in cache:
                 c.unpersist()

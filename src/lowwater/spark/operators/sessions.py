@@ -132,8 +132,12 @@ class SessionOperator:
         cols += [F.col("_kind").alias("kind"), F.col("_rev").alias("revision"), wm.alias("watermark")]
         return df.select(*cols)
 
-    def _finish(self, out: DataFrame | None, step: int, emit_wm: int | None) -> tuple[list[int], dict]:
-        """Write results and state; return the counts and the manifest's buckets."""
+    def _finish(
+        self, out: DataFrame | None, step: int, emit_wm: int | None,
+        late_rows: Callable[[list[int]], DataFrame | None] | None = None,
+    ) -> tuple[list[int], dict]:
+        """Write results and state (and, given ``late_rows``, the late rows the counts call for); the counts and
+        the manifest's buckets."""
         counts = [0] * len(COUNTS)
         t0 = time.monotonic()
         if out is not None:
@@ -153,10 +157,15 @@ class SessionOperator:
                     buckets[b] = Bucket(version=step, fired=False, rows=rows, bytes=size)
             return buckets
 
-        # Both read the persisted output of the keyed pass and do not depend on each other.
-        _, buckets = side_by_side(write_results, write_state)
+        def write_late() -> None:
+            assert late_rows is not None
+            self.sinks.write_or_clear("late", step, late_rows(counts))
+
+        # All read the persisted output of the keyed pass and do not depend on each other.
+        writes = [write_results, write_state] + ([write_late] if late_rows is not None else [])
+        buckets = side_by_side(*writes)[1]
         t2 = time.monotonic()
-        log.debug("step %d sessions: keyed pass + counts %.2fs, results and state %.2fs", step, t1 - t0, t2 - t1)
+        log.debug("step %d sessions: keyed pass + counts %.2fs, results, state, late %.2fs", step, t1 - t0, t2 - t1)
         return counts, buckets
 
     # -- a step and the drain ------------------------------------------------------------
@@ -174,7 +183,16 @@ class SessionOperator:
         out = self._run(rows, prev, w_new, lookup, clip)
         if out is not None:
             cache.append(out)
-        counts, buckets = self._finish(out, step, output_us(w_new))
+
+        def late_rows(counts: list[int]) -> DataFrame | None:
+            if counts[2] and cfg.late_policy == LatePolicy.SIDE_OUTPUT and out is not None:
+                reason = DRAINED_REASON if prev.drained else TOO_LATE_REASON  # --after-drain: W was already +inf
+                return self._late_rows(parsed, out, reason)
+            return None
+
+        # The late rows are written side by side with results and state; the counts are checked before the
+        # step commits (a failed check leaves the step uncommitted, its outputs overwritten by the replay).
+        counts, buckets = self._finish(out, step, output_us(w_new), late_rows)
         on, late, too = counts[:3]
         if on + late + too != n_valid:
             msg = f"step {step}: executors judged {on + late + too} rows (on time, late, too late = " \
@@ -183,11 +201,6 @@ class SessionOperator:
         acc = Accounting(rows=acc0.rows, on_time=on, late_updates=late, too_late=too,
                          dead_letter=acc0.dead_letter, clipped=acc0.clipped)
         acc.check()
-        late_rows = None
-        if too and cfg.late_policy == LatePolicy.SIDE_OUTPUT and out is not None:
-            reason = DRAINED_REASON if prev.drained else TOO_LATE_REASON  # --after-drain: W was already +inf
-            late_rows = self._late_rows(parsed, out, reason)
-        self.sinks.write_or_clear("late", step, late_rows)
         return OperatorResult(accounting=acc, buckets=buckets, windows_fired=counts[4], revisions=counts[5])
 
     def _late_rows(self, parsed: DataFrame, out: DataFrame, reason: str) -> DataFrame:

@@ -179,11 +179,13 @@ class WindowedOperator:
                 raise RuntimeError(msg)
             log.debug("step %d: contributions (waited) %.2fs", step, time.monotonic() - t_c)
 
-        def write_outputs() -> None:
-            t_r = time.monotonic()
-            self.sinks.write_or_clear("late", step, late_rows)
-            self.sinks.write_or_clear("results", step, emitted)
-            log.debug("step %d: late + results %.2fs", step, time.monotonic() - t_r)
+        def write_output(kind: str, frame: DataFrame | None) -> Callable[[], None]:
+            def write() -> None:
+                t_r = time.monotonic()
+                self.sinks.write_or_clear(kind, step, frame)
+                log.debug("step %d: %s %.2fs", step, kind, time.monotonic() - t_r)
+
+            return write
 
         def write_state() -> tuple[dict, dict]:
             t_s = time.monotonic()
@@ -192,8 +194,9 @@ class WindowedOperator:
             log.debug("step %d: state write %.2fs", step, time.monotonic() - t_s)
             return written, waiting
 
-        # Outputs and state read the same persisted frames and do not depend on each other.
-        _, (written, waiting) = side_by_side(write_outputs, write_state)
+        # Results, late rows and state read the same persisted frames and do not depend on each other.
+        _, _, (written, waiting) = side_by_side(write_output("results", emitted), write_output("late", late_rows),
+                                                write_state)
         fired = revisions = provisionals = 0
         if obs is not None:
             got = obs.get
