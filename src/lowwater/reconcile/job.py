@@ -171,7 +171,8 @@ def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, correct
         cond = cond & F.col(k).eqNullSafe(F.col(f"_ck_{k}"))
     cond = cond & (F.col("_ws") == F.col("_cws")) & (F.col("_we") == F.col("_cwe"))
     marked = pairs.join(F.broadcast(corrected), cond, "left").drop(*[f"_ck_{k}" for k in keys], "_cws", "_cwe")
-    rows = sorted({(step, form) for step, path in seen for form in forms.of(path)}) or [(-1, "")]
+    names = forms.by_path()
+    rows = sorted({(step, form) for step, path in seen for form in names.get(path, [])}) or [(-1, "")]
     hit = F.broadcast(spark.createDataFrame(rows, "_step long, _cfile string").withColumn("_covered", F.lit(True)))
     marked = marked.join(hit, (marked["_corr_step"] == hit["_step"]) & (F.col("_file") == hit["_cfile"]), "left")
     return marked.drop("_corr_step", "_step", "_cfile").withColumn("_covered", F.coalesce("_covered", F.lit(False)))

@@ -129,8 +129,12 @@ class FileForms:
     def paths(self) -> list[str]:
         return sorted({p for _, p, _ in self.forms})
 
-    def of(self, path: str) -> list[str]:
-        return [f for f, p, _ in self.forms if p == path]
+    def by_path(self) -> dict[str, list[str]]:
+        """Each listed path and the names a row of that file may carry."""
+        out: dict[str, list[str]] = {}
+        for f, p, _ in self.forms:
+            out.setdefault(p, []).append(f)
+        return out
 
     def unread(self, file: Column) -> Column:
         """Whether the stream has not read ``file`` (a row's ``_file``): a set lookup of the name.
