@@ -62,22 +62,27 @@ def row_hash(columns: list[str]) -> Column:
     return _row_hash(F.col("_file"), columns)
 
 
+def _named(spark: SparkSession, late_path: str, forms: FileForms) -> DataFrame:
+    """``late/``'s rows, once per name (``_fform``) a log row of their file may carry (a small join on the path)."""
+    late = spark.read.parquet(late_path).withColumn("_fpath", uri_path(F.col("source_file")))
+    return late.join(F.broadcast(forms.frame(spark)), "_fpath")
+
+
 def _keyed(spark: SparkSession, late_path: str, columns: list[str], forms: FileForms) -> DataFrame:
     """``late/`` per (row hash, window start): how many copies, and the latest ``W(r)``.
 
     Each ``late/`` row is hashed under every name its file has in the log's
     listing (a small join on the path): a log row carries one of them.
     """
-    late = spark.read.parquet(late_path).withColumn("_fpath", uri_path(F.col("source_file")))
-    late = late.join(F.broadcast(forms.frame(spark)), "_fpath")
-    return late.select(
+    return _named(spark, late_path, forms).select(
         _row_hash(F.col("_fform"), columns).alias("_h"),
         F.unix_micros("window_start").alias("_ws"), F.unix_micros("watermark").alias("_w"),
     ).groupBy("_h", "_ws").agg(F.count(F.lit(1)).alias("_copies"), F.max("_w").alias("_w"))
 
 
-def _gathered(spark: SparkSession, late_path: str, columns: list[str], forms: FileForms) -> DataFrame:
-    """``late/``'s (``_hw``, ``_copies``): one long key per (row hash, window) and its copies, as a local table.
+def _gathered(spark: SparkSession, late_path: str, columns: list[str], forms: FileForms) -> DataFrame | None:
+    """``late/``'s (``_hw``, ``_copies``): one long key per (row hash, window) and its copies, as a local table
+    (None: ``late/`` has no row).
 
     One job hashes ``late/`` on the executors; the driver counts the copies
     (numpy) and hands the table back as a local relation, so broadcasting it
@@ -85,10 +90,11 @@ def _gathered(spark: SparkSession, late_path: str, columns: list[str], forms: Fi
     """
     import pandas as pd
 
-    late = spark.read.parquet(late_path).withColumn("_fpath", uri_path(F.col("source_file")))
-    late = late.join(F.broadcast(forms.frame(spark)), "_fpath")
-    hashes = late.select(F.xxhash64(_row_hash(F.col("_fform"), columns), F.unix_micros("window_start")).alias("_hw"))
+    key = F.xxhash64(_row_hash(F.col("_fform"), columns), F.unix_micros("window_start"))
+    hashes = _named(spark, late_path, forms).select(key.alias("_hw"))
     keys = hashes.toArrow().column("_hw").to_numpy()
+    if len(keys) == 0:
+        return None
     values, copies = np.unique(keys, return_counts=True)
     return spark.createDataFrame(pd.DataFrame({"_hw": values.astype(np.int64), "_copies": copies.astype(np.int64)}),
                                  "_hw long, _copies long")
@@ -108,11 +114,12 @@ def mark(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[st
     from lowwater.spark.fs import HadoopFS
 
     on_disk = HadoopFS(spark).size(late_path)
-    if on_disk == 0:
+    gathered = _gathered(spark, late_path, columns, forms) if 0 < on_disk <= FEW_BYTES else None
+    if on_disk == 0 or (on_disk <= FEW_BYTES and gathered is None):
         return pairs.withColumn("_late", F.lit(False)).withColumn("_lh", F.lit(None).cast("long")).withColumn(
             "_copies", F.lit(None).cast("long"))
-    if on_disk <= FEW_BYTES:
-        keyed = F.broadcast(_gathered(spark, late_path, columns, forms))
+    if gathered is not None:
+        keyed = F.broadcast(gathered)
     else:
         keyed = _keyed(spark, late_path, columns, forms).select(F.xxhash64("_h", "_ws").alias("_hw"), "_copies")
     pairs = pairs.withColumn("_hw", F.xxhash64(row_hash(columns), F.col("_ws")))
