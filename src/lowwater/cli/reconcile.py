@@ -102,5 +102,6 @@ def reconcile(
         measure = next((a.name for a in cfg.window.aggregations if a.func == "sum"), "count")
         report.plot(result.frame, plot_out, measure)
     _say(f"reconcile: {s['windows_differing']} differing window(s) of {s['windows_checked']} in {target}")
+    result.release()  # the differing windows were persisted for the reports (one CLI run may share its session)
     if s["unexplained"]:
         raise typer.Exit(UNEXPLAINED_EXIT)
