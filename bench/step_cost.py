@@ -41,33 +41,15 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+
+# The log generator is tree-independent (numpy and pandas only): loaded once from this tree, kept across use_tree.
+from lowwater.testing.landing import land_jsonl
 
 
 def land(root: Path, files: int, rows: int, seed: int = 3) -> None:
     """``files`` JSONL files of ``rows`` rows plus two bad lines each (a malformed one, one without event time)."""
-    rng = np.random.default_rng(seed)
-    landing = root / "landing"
-    landing.mkdir(parents=True)
-    n = files * rows
-    arrival = np.cumsum(rng.integers(50, 400, n))
-    part = rng.integers(0, 2, n)
-    far = rng.random(n) <= 0.05
-    delay = np.where(far, rng.integers(20_000, 60_000, n), rng.exponential(800, n).astype(np.int64))
-    offset = np.zeros(n, dtype=np.int64)
-    for p in (0, 1):
-        offset[part == p] = np.arange(int((part == p).sum()))
-    df = pd.DataFrame({"partition": part, "offset": offset, "event_time": arrival - delay, "arrival_time": arrival,
-                       "key": np.char.add("k", rng.integers(0, 5, n).astype(str)),
-                       "amount": rng.integers(1, 100, n).astype(float)})
-    for i in range(files):
-        chunk = df.iloc[i * rows:(i + 1) * rows]
-        t = int(chunk["arrival_time"].iloc[-1])
-        text = chunk.to_json(orient="records", lines=True).rstrip("\n") + "\n"
-        text += '{"partition": 0, "offset": -1, "key": "k0"\n'  # malformed JSON: a dead letter
-        text += json.dumps({"partition": 1, "offset": -1, "event_time": None, "arrival_time": t, "key": "k1",
-                            "amount": 1.0}) + "\n"  # no event time: a dead letter
-        (landing / f"part-{i:03d}.jsonl").write_text(text)
+    land_jsonl(root / "landing", files, rows, seed=seed, gap_ms=(50, 400), far_ms=(20_000, 60_000),
+               dead_letters=True)
 
 
 def config(root: Path) -> dict:

@@ -29,6 +29,7 @@ from psycopg import sql
 import lowwater.spark.engine as engine_module
 from lowwater.config import load_config
 from lowwater.spark.engine import Engine
+from lowwater.testing.landing import land_jsonl
 
 from .helpers import run_cli_here
 from .test_cli import CONFIG
@@ -49,35 +50,9 @@ metrics_table = "crash_metrics"
 
 
 def land_many(root: Path, files: int = 10, rows_per_file: int = 400, seed: int = 3, pg: bool = False) -> None:
-    """``files`` JSONL files of ``rows_per_file`` rows (two partitions, 5% far-late rows), generated
-    with numpy; with ``pg`` each file also gets one malformed line and one row without event time."""
-    rng = np.random.default_rng(seed)
-    landing = root / "landing"
-    landing.mkdir(parents=True)
-    n = files * rows_per_file
-    arrival = np.cumsum(rng.integers(5, 40, n))
-    part = rng.integers(0, 2, n)
-    far = rng.random(n) <= 0.05
-    delay = np.where(far, rng.integers(5_000, 30_000, n), rng.exponential(800, n).astype(np.int64))
-    offset = np.zeros(n, dtype=np.int64)
-    for p in (0, 1):  # per-partition offsets 0, 1, 2, ... in arrival order
-        offset[part == p] = np.arange(int((part == p).sum()))
-    df = pd.DataFrame({"partition": part, "offset": offset, "event_time": arrival - delay, "arrival_time": arrival,
-                       "key": np.char.add("k", rng.integers(0, 5, n).astype(str)),
-                       "amount": rng.integers(1, 100, n).astype(float)})
-    for i in range(files):
-        f = landing / f"part-{i:03d}.jsonl"
-        chunk = df.iloc[i * rows_per_file:(i + 1) * rows_per_file]
-        text = chunk.to_json(orient="records", lines=True)
-        if not text.endswith("\n"):
-            text += "\n"
-        if pg:
-            t = int(chunk["arrival_time"].iloc[-1])
-            text += ('{"partition": 0, "offset": -1, "key": "k0"' + "\n"  # malformed JSON
-                     + json.dumps({"partition": 1, "offset": -1, "event_time": None, "arrival_time": t, "key": "k1",
-                                   "amount": 1.0}) + "\n")  # no event time
-        f.write_text(text)
-        os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
+    """``files`` JSONL files of ``rows_per_file`` rows (``testing/landing.land_jsonl``) and the pipeline; with
+    ``pg`` each file also gets one malformed line and one row without event time."""
+    land_jsonl(root / "landing", files, rows_per_file, seed=seed, dead_letters=pg)
     text = CONFIG.format(fmt="jsonl")
     if pg:  # the URL comes from LOWWATER_PG_URL
         text = text.replace('[output]\npath = "out"\n', '[output]\npath = "out"\n' + PG_OUTPUT)
