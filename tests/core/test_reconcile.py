@@ -143,3 +143,14 @@ def test_stream_plus_explained_is_the_batch_truth(log, data, mode, assigner, bou
         assert sum(causes) + (stream["total"] or 0) == sum(rows)
         if rule(mode, "max") is not None and stream["top"] is not None:
             assert max([*causes, stream["top"]]) == max(rows)
+
+
+def test_an_output_edited_after_spark_wrote_it_is_named_in_one_line():
+    from lowwater.cli.app import edited_file
+
+    java = ("An error occurred while calling o1235.count.\n: org.apache.spark.SparkException: "
+            "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+            "file:///tmp/x/out/results/batch_id=1/part-0.snappy.parquet.  "
+            "SQLSTATE: KD001\n...\nCaused by: org.apache.hadoop.fs.ChecksumException: Checksum error: /tmp/x/...")
+    assert edited_file(RuntimeError(java)) == "file:///tmp/x/out/results/batch_id=1/part-0.snappy.parquet"
+    assert edited_file(RuntimeError(java.replace("ChecksumException", "IOException"))) is None

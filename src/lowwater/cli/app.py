@@ -9,6 +9,7 @@ is, so ``[observe]`` is not swallowed as a style tag.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from typing import Annotated
@@ -38,6 +39,23 @@ out = Console(markup=False, highlight=False, soft_wrap=True)
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(Text.assemble(("error:", "bold red"), " ", message))
     return typer.Exit(code)
+
+
+_READ_FILE = re.compile(r"error while reading file (\S+?)\.?\s")
+
+
+def edited_file(error: BaseException) -> str | None:
+    """The file Hadoop refused to read because it changed after it was written (its ``.crc`` no longer matches).
+
+    An output edited by hand, or copied without its checksum, fails Spark's read
+    with a ``ChecksumException`` deep in a Java stack; the commands that read
+    outputs turn it into one line naming the file.
+    """
+    text = str(error)
+    if "ChecksumException" not in text:
+        return None
+    found = _READ_FILE.search(text)
+    return found.group(1) if found else "an output file"
 
 
 def _say(message: str) -> None:

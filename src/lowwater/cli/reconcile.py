@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from lowwater.cli.app import _QUIET, _fail, _say, _setup_logging, _spark_error_line, out
+from lowwater.cli.app import _QUIET, _fail, _say, _setup_logging, _spark_error_line, edited_file, out
 from lowwater.config import ConfigError, load_config
 
 UNEXPLAINED_EXIT = 1
@@ -91,6 +91,13 @@ def reconcile(
             result.summary["corrections"] = apply_corrections(spark, cfg, result)
     except ConfigError as e:
         raise _fail(str(e)) from None
+    except Exception as e:
+        changed = edited_file(e)
+        if changed is None:
+            raise
+        msg = (f"{changed} changed after it was written (its .crc checksum no longer matches): an edited sink, "
+               "or a copy that kept the old checksum")
+        raise _fail(msg, UNEXPLAINED_EXIT) from None
     finally:
         if held is not None:
             held.release()
