@@ -98,7 +98,9 @@ _FOLD = {"_s": F.sum, "_mn": F.min, "_mx": F.max, "_nn": F.count}
 _MERGE = {"_s": "sum", "_mn": "min", "_mx": "max", "_nn": "sum"}
 
 
-_FLAGS = ("_role", "_clipped", "_unread", "_covered", "_late")  # packed into one int key, role in the high bits
+# Packed into one int key, role in the high bits. ``_neg``: a ``late/`` row taken back out (``late.as_pairs``).
+_FLAGS = ("_role", "_neg", "_clipped", "_unread", "_covered", "_late")
+_BITS = (16, 8, 4, 2, 1)
 
 
 def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
@@ -112,26 +114,39 @@ def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
     """
     aggs = [F.count(F.lit(1)).alias("_n"), F.max("_copies").alias("_copies")]
     aggs += [_FOLD[f](F.col(f"_v{i}")).alias(f"{f}{i}") for f, i in fields(cfg)]
+    mags = magnitudes(cfg, pairs)
+    aggs += [F.sum(F.abs(F.col(f"_v{i}"))).alias(f"_a{i}") for i in mags]
     late = F.coalesce(F.col("_late"), F.lit(False))
-    packed = F.col("_role").cast("int") * F.lit(16)
-    for bit, flag in zip((8, 4, 2, 1), (F.col("_clipped"), F.col("_unread"), F.col("_covered"), late), strict=True):
+    neg = F.col("_neg") if "_neg" in pairs.columns else F.lit(False)
+    packed = F.col("_role").cast("int") * F.lit(32)
+    flags = (neg, F.col("_clipped"), F.col("_unread"), F.col("_covered"), late)
+    for bit, flag in zip(_BITS, flags, strict=True):
         packed = packed + F.when(flag, F.lit(bit)).otherwise(F.lit(0))
     sessions = cfg.window.is_session
     grouped = pairs.groupBy(*cfg.window.key, "_ws", *(["_we"] if sessions else []), packed.alias("_flags"),
                             "_lh").agg(*aggs)
     we = F.col("_we") if sessions else F.col("_ws") + F.lit(cfg.window.size_us)
     flags = F.col("_flags")
-    unpacked = [F.shiftright(flags, 4).alias("_role")] + [
-        (flags.bitwiseAND(F.lit(bit)) != 0).alias(name) for bit, name in zip((8, 4, 2, 1), _FLAGS[1:], strict=True)]
+    unpacked = [F.shiftright(flags, 5).alias("_role")] + [
+        (flags.bitwiseAND(F.lit(bit)) != 0).alias(name) for bit, name in zip(_BITS, _FLAGS[1:], strict=True)]
     return grouped.select(*cfg.window.key, "_ws", we.alias("_we"), *unpacked, "_lh", "_copies", "_n",
-                          *[f"{f}{i}" for f, i in fields(cfg)])
+                          *[f"{f}{i}" for f, i in fields(cfg)], *[f"_a{i}" for i in mags])
+
+
+def magnitudes(cfg: PipelineConfig, pairs: DataFrame) -> list[int]:
+    """The value columns summed as doubles (a ``sum`` or ``avg``): their rows' ``sum(|v|)`` (``_a{i}``) scales
+    the tolerance a window's sums are compared with (``compare.py``): sums of the same doubles in another
+    order, or with the ``late/`` rows taken back out, differ by a few ulps of that, not of the result."""
+    values = cfg.window.value_columns
+    out = {values.index(a.column) for a in cfg.window.aggregations if a.func in ("sum", "avg")}
+    return sorted(i for i in out if isinstance(pairs.schema[f"_v{i}"].dataType, T.DoubleType))
 
 
 class _Portion:
     """The late part (``late``) or the rest of a tally row, as partial columns."""
 
-    def __init__(self, rows: Column, cause: Column) -> None:
-        self.rows, self.cause = rows, cause
+    def __init__(self, rows: Column, cause: Column, negated: Column) -> None:
+        self.rows, self.cause, self.negated = rows, cause, negated
 
     def _whole(self) -> Column:
         return self.rows == F.col("_n")
@@ -145,23 +160,29 @@ class _Portion:
         """
         col = F.col(f"{field}{i}")
         empty = self.rows == 0
-        if field == "_s":
+        if field in ("_s", "_a"):
             if isinstance(dt, T.LongType):
-                one = F.expr(f"_s{i} div _n")
+                one = F.expr(f"{field}{i} div _n")
             else:
                 one = col / F.col("_n")
             share = (one * self.rows).cast(dt)
-            return F.when(self._whole(), col).when(empty, F.lit(None).cast(dt)).otherwise(share)
+            return (F.when(self._whole(), col).when(self.negated, -col).when(empty, F.lit(None).cast(dt))
+                    .otherwise(share))
         if field == "_nn":
             share = F.when(col > 0, self.rows).otherwise(F.lit(0))
-            return F.when(self._whole(), col).when(empty, F.lit(0)).otherwise(share).cast("long")
-        return F.when(~empty, col)  # min, max: identical rows share them
+            return (F.when(self._whole(), col).when(self.negated, -col).when(empty, F.lit(0)).otherwise(share)
+                    .cast("long"))
+        return F.when(~empty, col)  # min, max: identical rows share them (never negated: late.subtractable)
 
 
 def _portions(cfg: PipelineConfig) -> list[_Portion]:
+    """The late portion and the rest; a ``late/`` row taken back out (``_neg``) is its pair whole in its late
+    cause, plus the same pair negated in the cause it would have had (so the window's sums lose it)."""
     late_rows = F.when(~F.col("_late"), F.lit(0).cast("long")).when(
         F.col("_lh").isNull(), F.col("_n")).otherwise(F.least(F.col("_n"), F.col("_copies")))
-    return [_Portion(late_rows, F.col("_cl")), _Portion(F.col("_n") - late_rows, F.col("_cn"))]
+    neg = F.col("_neg")
+    rest = F.when(neg, -F.col("_n")).otherwise(F.col("_n") - late_rows)
+    return [_Portion(late_rows, F.col("_cl"), F.lit(False)), _Portion(rest, F.col("_cn"), neg)]
 
 
 def split(cfg: PipelineConfig, tallied: DataFrame) -> DataFrame:
@@ -174,14 +195,17 @@ def split(cfg: PipelineConfig, tallied: DataFrame) -> DataFrame:
     tf = fields(cfg)
     vtypes = {i: tallied.schema[f"_s{i}"].dataType for f, i in tf if f == "_s"}
 
+    mags = [int(c[2:]) for c in tallied.columns if c.startswith("_a")]
+
     def part(p: _Portion) -> Column:
         return F.struct(p.rows.alias("_n"), p.cause.alias("_cause"),
-                        *[p.value(f, i, vtypes.get(i, T.LongType())).alias(f"{f}{i}") for f, i in tf])
+                        *[p.value(f, i, vtypes.get(i, T.LongType())).alias(f"{f}{i}") for f, i in tf],
+                        *[p.value("_a", i, T.DoubleType()).alias(f"_a{i}") for i in mags])
 
     late, rest = _portions(cfg)
-    out = tallied.select(*cfg.window.key, "_ws", "_we", "_role", "_clipped",
+    out = tallied.select(*cfg.window.key, "_ws", "_we", "_role", "_neg", "_clipped",
                          F.explode(F.array(part(late), part(rest))).alias("_p"))
-    return out.select(*cfg.window.key, "_ws", "_we", "_role", "_clipped", "_p.*").filter(F.col("_n") > 0)
+    return out.select(*cfg.window.key, "_ws", "_we", "_role", "_neg", "_clipped", "_p.*").filter(F.col("_n") != 0)
 
 
 def _partial(cfg: PipelineConfig, cond: Column, prefix: str) -> list[Column]:
@@ -225,7 +249,11 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     sign = F.when(truth, F.lit(1)).otherwise(F.lit(-1))
     cause = F.col("_cause")
     counted = (cause.isNull() & truth) | ((cause == CODE["clipped"]) & moved)
-    aggs = _partial(cfg, truth, "_t")  # the truth: every row, whatever its cause
+    logged = truth & ~F.col("_neg")  # the log's own pairs (not a late/ row taken back out)
+    aggs = _partial(cfg, logged, "_t")  # the truth: every row, whatever its cause
+    mags = {int(c[2:]) for c in rows.columns if c.startswith("_a")}
+    aggs += [F.sum(F.when(logged, F.col(f"_a{values.index(a.column)}"))).alias(f"m_{a.name}")
+             for a in cfg.window.aggregations if a.func in ("sum", "avg") and values.index(a.column) in mags]
     # A window is compared when a pair is on one side: a truth pair, or a moved one the stream counted.
     aggs.append(F.sum(F.when(F.coalesce(cause != NONE, F.lit(True)), F.col("_n"))).alias("_present"))
     aggs += _partial(cfg, counted, "_e")
@@ -241,7 +269,7 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
                             .alias(f"{c}_{a.name}"))
     aggs += [*stream_aggs, F.count(F.col("_em")).alias("_emissions"),
              F.sum(F.when(F.col("_role") == DEAD, F.col("_n"))).alias("_dead_n"),
-             F.sum(F.when(truth & F.col("_clipped"), F.col("_n"))).alias("_clipped_n")]
+             F.sum(F.when(logged & F.col("_clipped"), F.col("_n"))).alias("_clipped_n")]
     both = rows.unionByName(stream.withColumn("_em", F.lit(True)), allowMissingColumns=True)
     grouped = both.groupBy(*cfg.window.key, "_ws", "_we").agg(*aggs)
     present = [F.coalesce(F.col(c), F.lit(0)) > 0 for c in ("_present", "_emissions", "_dead_n")]

@@ -20,9 +20,18 @@ from lowwater.time import NEG_INF
 COUNTS = ("count",)
 
 
-def _same(a: Column, b: Column, dt: T.DataType) -> Column:
+def _same(a: Column, b: Column, dt: T.DataType, scale: Column | None = None) -> Column:
+    """Equal; doubles to a relative ``REL_TOLERANCE`` of the largest of 1, ``|a|``, ``|b|`` and ``scale``.
+
+    ``scale``: the window's ``sum(|v|)`` for a sum (per row for an average),
+    ``m_<column>`` (``attribution.magnitudes``): summing the same doubles in
+    another order, or taking the ``late/`` rows back out of a total, is off
+    by a few ulps of that, which can be far more than of the result.
+    """
     if isinstance(dt, T.DoubleType | T.FloatType):
-        close = F.abs(a - b) <= F.lit(REL_TOLERANCE) * F.greatest(F.lit(1.0), F.abs(a), F.abs(b))
+        big = F.greatest(F.lit(1.0), F.abs(a), F.abs(b), *([F.coalesce(scale, F.lit(0.0))] if scale is not None
+                                                            else []))
+        close = F.abs(a - b) <= F.lit(REL_TOLERANCE) * big
         return a.eqNullSafe(b) | F.coalesce(close, F.lit(False))
     return a.eqNullSafe(b)
 
@@ -38,13 +47,19 @@ def side_by_side(cfg: PipelineConfig, out: DataFrame, position: StreamPosition) 
         if func in COUNTS:
             t, e, st = (F.coalesce(x, F.lit(0).cast(dt)) for x in (t, e, st))
         st = st.cast(dt)
-        differs = differs | ~_same(t, st, dt)
-        wrong = wrong | ~_same(e, st, dt)
+        scale = None
+        if f"m_{col}" in out.columns:
+            scale = F.col(f"m_{col}")
+            if func == "avg":
+                scale = scale / F.greatest(F.lit(1), F.col("t_count"))
+        differs = differs | ~_same(t, st, dt, scale)
+        wrong = wrong | ~_same(e, st, dt, scale)
         cols += [t.alias(f"batch_{col}"), st.alias(f"stream_{col}")]
         if func in ("count", "sum", "avg", "min", "max"):
             zero = F.lit(0).cast(dt)
             cols += [(F.coalesce(t, zero) - F.coalesce(st, zero)).alias(f"diff_{col}"),
-                     F.when(~_same(e, st, dt), F.coalesce(e, zero) - F.coalesce(st, zero)).alias(f"unexplained_{col}")]
+                     F.when(~_same(e, st, dt, scale), F.coalesce(e, zero) - F.coalesce(st, zero))
+                     .alias(f"unexplained_{col}")]
     w = position.watermark_us
     is_open = F.lit(True) if w <= NEG_INF else F.col("_we") > F.lit(w)
     status = F.when(is_open, F.lit("open")).when(wrong, F.lit("unexplained")).otherwise(F.lit("explained"))

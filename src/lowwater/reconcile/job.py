@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.core.reconcile import CAUSES
@@ -83,11 +84,14 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     side_output = cfg.late_policy == "side_output"
     # One scan of the log (never cached) unless a pass needs stable row ids: sessions, the drop replay.
     single = not cfg.window.is_session and side_output
+    subtract = single and late.subtractable(cfg)  # late/ taken out of the totals: no row matched, no row hashed
     the_log, forms = log.read_log(spark, cfg, schema, position, persist=not single)
     rows = the_log.filter(~F.coalesce(F.col("_marker"), F.lit(False))).select(
-        *dict.fromkeys([*inputs, *cfg.window.key]), *([] if single else ["_rid"]), "_file", "_dead", "_event_us",
-        "_clip_us", "_clipped", "_unread", *log.values(cfg, schema))
-    if single:
+        *dict.fromkeys([*([] if subtract else inputs), *cfg.window.key]), *([] if single else ["_rid"]), "_file",
+        "_dead", "_event_us", "_clip_us", "_clipped", "_unread", *log.values(cfg, schema))
+    if subtract:
+        pairs = _with_late_taken_out(spark, cfg, log.pairs(cfg, rows), late_path, schema, forms)
+    elif single:
         pairs = late.mark(spark, late_path, log.pairs(cfg, rows), inputs, forms)
     else:
         late_rows = late.size(spark, late_path) if side_output else 0
@@ -121,6 +125,20 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     the_log.unpersist()
     return Reconciliation(differing.filter(in_range), summary, position, emitted,
                           {"files": forms.paths()}, [differing])
+
+
+def _with_late_taken_out(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, late_path: str,
+                         schema: T.StructType, forms: log.FileForms) -> DataFrame:
+    """The log's pairs, none of them marked late, plus ``late/``'s rows as the pairs to take back out
+    (``late.as_pairs``): the windows' counts and sums lose them and their cause gains them."""
+    n = len(cfg.window.value_columns)
+    cols = [*cfg.window.key, "_ws", "_we", "_role", "_file", "_clipped", "_unread", *[f"_v{i}" for i in range(n)],
+            "_dead", "_late", "_lh", "_copies", "_neg"]
+    pairs = pairs.select(*[c for c in pairs.columns if c in cols], F.lit(False).alias("_late"),
+                         F.lit(None).cast("long").alias("_lh"), F.lit(None).cast("long").alias("_copies"),
+                         F.lit(False).alias("_neg")).select(*cols)
+    taken = late.as_pairs(spark, late_path, cfg, schema, forms)
+    return pairs if taken is None else pairs.unionByName(taken.select(*cols))
 
 
 def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame, rows: DataFrame,

@@ -27,13 +27,15 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from lowwater.config import PipelineConfig
 from lowwater.core.judge import judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import WatermarkTracker
-from lowwater.reconcile.log import MOVED, FileForms, uri_path
+from lowwater.reconcile.log import MOVED, TRUTH, FileForms, clipped, uri_path
+from lowwater.reconcile.log import values as value_columns
 
 CHUNK_ROWS = 200_000
 # The late tail is small next to the log: up to this many rows it is broadcast to every task instead of
@@ -128,6 +130,44 @@ def mark(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[st
     late = F.col("_copies").isNotNull() & stream_side
     return (joined.withColumn("_late", late).withColumn("_lh", F.when(late, F.col("_hw")))
             .withColumn("_copies", F.when(late, F.col("_copies"))).drop("_hw"))
+
+
+def subtractable(cfg: PipelineConfig) -> bool:
+    """Whether every aggregate can take the too-late pairs back out of a total (:func:`as_pairs`): no min, no max.
+
+    A count, a sum or an average (a sum over a count) of the rows the stream
+    counted is the total over the rows it read minus the ``late/`` rows; a
+    minimum is not (the late row may have been the minimum), so a pipeline
+    with a min or a max matches each log row to ``late/`` (:func:`mark`).
+    """
+    return all(a.func not in ("min", "max") for a in cfg.window.aggregations)
+
+
+def as_pairs(spark: SparkSession, late_path: str, cfg: PipelineConfig, schema: T.StructType,
+             forms: FileForms) -> DataFrame | None:
+    """``late/``'s rows as the (row, window) pairs they stand for, marked ``_neg`` (None: ``late/`` is empty).
+
+    No log row is matched: each ``late/`` row is one too-late pair, whole
+    (its keys, window, values and file), so ``attribution.per_window`` takes
+    it out of the expected stream value and puts it in its cause. Its role
+    is the pair's: ``moved`` when the row's event time was clipped (the stream
+    judged it at the clipped time), else ``truth``. A ``late/`` row the log
+    does not hold (a copy slipped into ``late/``, a row edited in it) then
+    makes its window unexplained, as a row the stream counted twice would.
+    """
+    from lowwater.spark.fs import HadoopFS
+    from lowwater.spark.parse import normalise
+
+    if HadoopFS(spark).size(late_path) == 0:
+        return None
+    late = clipped(normalise(spark.read.parquet(late_path), cfg), cfg)
+    keys = [F.col(k) for k in cfg.window.key]
+    return late.select(
+        *keys, F.unix_micros("window_start").alias("_ws"), F.unix_micros("window_end").alias("_we"),
+        F.when(F.col("_clipped"), F.lit(MOVED)).otherwise(F.lit(TRUTH)).alias("_role"),
+        F.col("source_file").alias("_file"), "_clipped", forms.unread(F.col("source_file")).alias("_unread"),
+        *value_columns(cfg, schema), F.lit(None).cast("string").alias("_dead"), F.lit(True).alias("_late"),
+        F.lit(None).cast("long").alias("_lh"), F.lit(None).cast("long").alias("_copies"), F.lit(True).alias("_neg"))
 
 
 def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str],

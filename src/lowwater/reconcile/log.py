@@ -69,17 +69,8 @@ def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, pos
         # ``_run``: this run's own plan, so that a log persisted by an earlier reconcile in this session (same
         # files, same plan: Spark matches persisted data by plan, not by file contents) never stands in for it.
         df = df.withColumn("_rid", F.monotonically_increasing_id()).withColumn("_run", F.lit(uuid.uuid4().hex))
-    skew = src.watermark.max_future_skew_us
-    ev, arr = F.col("_event_us"), F.col("_arrival_us")
-    moved: Column = F.lit(False)
-    if skew is not None and src.arrival_time:
-        moved = F.coalesce((ev - arr) > F.lit(skew), F.lit(False))
     forms = FileForms.listed(raw.inputFiles(), position)
-    df = (
-        df.withColumn("_clipped", moved)
-        .withColumn("_clip_us", F.when(moved, arr).otherwise(ev))
-        .withColumn("_unread", forms.unread(F.col("_file")))
-    )
+    df = clipped(df, cfg).withColumn("_unread", forms.unread(F.col("_file")))
     if not persist:
         return df, forms
     # Uncompressed: building the compressed columnar cache of every column was the job's largest cost
@@ -91,6 +82,17 @@ def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, pos
         return df.persist(StorageLevel.MEMORY_AND_DISK), forms
     finally:
         spark.conf.set(key, before)
+
+
+def clipped(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
+    """``df`` (normalised) plus ``_clipped`` and ``_clip_us``: the event time the stream judged (SEMANTICS.md §5)."""
+    src = cfg.source
+    skew = src.watermark.max_future_skew_us
+    ev, arr = F.col("_event_us"), F.col("_arrival_us")
+    moved: Column = F.lit(False)
+    if skew is not None and src.arrival_time:
+        moved = F.coalesce((ev - arr) > F.lit(skew), F.lit(False))
+    return df.withColumn("_clipped", moved).withColumn("_clip_us", F.when(moved, arr).otherwise(ev))
 
 
 def uri_path(uri: Column) -> Column:
@@ -143,6 +145,8 @@ class FileForms:
         """
         read = [f for f, _, r in self.forms if r]
         unread = [f for f, _, r in self.forms if not r]
+        if read and not unread:  # every file of the listing was read, and a row comes from one of them
+            return F.lit(False)
         return (F.when(file.isin(read), F.lit(False)).when(file.isin(unread), F.lit(True))
                 .otherwise(~uri_path(file).isin(list(self.read_paths))))
 
