@@ -8,8 +8,8 @@ not part of the ratio), then in the same process and SparkSession:
 - **baseline**: ``spark.read.parquet(files).groupBy(window(event_time, 10 s),
   key).agg(count, sum(amount))`` to the ``noop`` sink;
 - **reconcile**: ``lowwater.reconcile.job.reconcile`` over the same files
-  (batch truth, causes, the stream's fold, the summary) plus the
-  ``reconcile/`` Parquet write.
+  (batch truth, causes, the stream's fold, the ``reconcile/`` Parquet write,
+  the summary).
 
 Both run ``--repeat`` times (3), alternated, so both see the same JVM warmth
 and load. Prints JSON lines with every timing and the ratios: of the first
@@ -48,7 +48,6 @@ def main(argv: list[str] | None = None) -> None:
 
     from bench.suite import Shape, lowwater_config
     from lowwater.config import SparkConfig, parse_config
-    from lowwater.reconcile import report
     from lowwater.reconcile.job import reconcile
     from lowwater.spark.engine import Engine
     from lowwater.spark.session import get_spark
@@ -80,8 +79,7 @@ def main(argv: list[str] | None = None) -> None:
 
         def reconciled() -> tuple[float, dict]:
             t0 = time.monotonic()
-            result = reconcile(spark, cfg)
-            report.write_parquet(result.frame, str(work / "out" / "reconcile"))
+            result = reconcile(spark, cfg)  # writes reconcile/ too
             took = time.monotonic() - t0
             result.release()
             return took, result.summary

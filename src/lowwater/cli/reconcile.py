@@ -74,6 +74,7 @@ def reconcile(
         raise _fail(f"spark.master {cfg.spark.master!r}: could not start Spark: {_spark_error_line(e)}") from None
     from lowwater.reconcile import report
     from lowwater.reconcile.job import reconcile as run_reconcile
+    from lowwater.reconcile.job import report_path
 
     try:
         if held is not None:
@@ -82,9 +83,8 @@ def reconcile(
 
             held.release()
             held = hold(cfg, remote=HadoopFS(spark))
-        result = run_reconcile(spark, cfg, from_us, to_us)
-        target = f"{cfg.output.path.rstrip('/')}/reconcile"
-        report.write_parquet(result.frame, target)
+        result = run_reconcile(spark, cfg, from_us, to_us)  # writes reconcile/ too
+        target = report_path(cfg)
         if apply:
             from lowwater.reconcile.apply import apply_corrections
 

@@ -154,8 +154,12 @@ def _first_difference(old: dict[str, str], new: dict[str, str]) -> str:
     return f"its column {missing[0]!r} is missing here" if missing else "the column order differs"
 
 
-def _load(reader, src: SourceConfig, schema: StructType, path: str | list[str] | None = None) -> DataFrame:  # noqa: ANN001
+def _load(reader, src: SourceConfig, schema: StructType, path: str | list[str] | None = None,  # noqa: ANN001
+          files: bool = True) -> DataFrame:
     """Rows with the full schema, whatever columns a later projection needs.
+
+    ``files``: ``_file``/``_block`` from the file's metadata; else typed nulls
+    (a reader that asks for no metadata column reads the plain columns only).
 
     JSON Lines are read as text and parsed with ``from_json``: Spark's JSON
     reader parses only the columns a query asks for, so whether a line is
@@ -173,20 +177,30 @@ def _load(reader, src: SourceConfig, schema: StructType, path: str | list[str] |
         df = reader.load(src.path if path is None else path)
         df = df.filter(F.trim(df["value"]) != "")  # a blank line is not a row
         parsed = F.from_json(df["value"], full, _reader_options(src))
-        meta = [df["_metadata.file_path"].alias("_file"), df["_metadata.file_block_start"].alias("_block")]
-        return df.select(parsed.alias("_j"), *meta).select("_j.*", "_file", "_block")
+        return df.select(parsed.alias("_j"), *_meta(df, files)).select("_j.*", "_file", "_block")
     reader = reader.format(_READER[src.format]).schema(full)
     for k, v in _reader_options(src).items():
         reader = reader.option(k, v)
     df = reader.load(src.path if path is None else path)
-    return df.select("*", df["_metadata.file_path"].alias("_file"), df["_metadata.file_block_start"].alias("_block"))
+    return df.select("*", *_meta(df, files))
+
+
+def _meta(df: DataFrame, files: bool) -> list:
+    if not files:
+        return [F.lit(None).cast(StringType()).alias("_file"), F.lit(None).cast(LongType()).alias("_block")]
+    return [df["_metadata.file_path"].alias("_file"), df["_metadata.file_block_start"].alias("_block")]
 
 
 def read_batch(
-    spark: SparkSession, src: SourceConfig, schema: StructType, path: str | list[str] | None = None
+    spark: SparkSession, src: SourceConfig, schema: StructType, path: str | list[str] | None = None,
+    files: bool = True,
 ) -> DataFrame:
-    """Input rows plus ``_file``/``_block`` ordering columns: the whole landing zone, a path or a list of files."""
-    return _load(spark.read, src, schema, path=path)
+    """Input rows plus ``_file``/``_block`` ordering columns: the whole landing zone, a path or a list of files.
+
+    ``files=False``: those two are nulls, for a job that needs neither (reading
+    the metadata makes Parquet produce row indexes too: slower).
+    """
+    return _load(spark.read, src, schema, path=path, files=files)
 
 
 def empty_batch(spark: SparkSession, src: SourceConfig, schema: StructType) -> DataFrame:

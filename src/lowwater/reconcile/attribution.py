@@ -112,11 +112,12 @@ def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
     key, and a tumbling or hopping window is its start alone (its end
     follows): fewer, fixed-width keys for the aggregation to hash and shuffle.
     """
-    aggs = [F.count(F.lit(1)).alias("_n"), F.max("_copies").alias("_copies")]
+    matched = "_lh" in pairs.columns  # else no pair is matched to late/ by hash: no copies to count
+    aggs = [F.count(F.lit(1)).alias("_n"), *([F.max("_copies").alias("_copies")] if matched else [])]
     aggs += [_FOLD[f](F.col(f"_v{i}")).alias(f"{f}{i}") for f, i in fields(cfg)]
     mags = magnitudes(cfg, pairs)
     aggs += [F.sum(F.abs(F.col(f"_v{i}"))).alias(f"_a{i}") for i in mags]
-    late = F.coalesce(F.col("_late"), F.lit(False))
+    late = F.coalesce(F.col("_late"), F.lit(False)) if "_late" in pairs.columns else F.lit(False)
     neg = F.col("_neg") if "_neg" in pairs.columns else F.lit(False)
     packed = F.col("_role").cast("int") * F.lit(32)
     flags = (neg, F.col("_clipped"), F.col("_unread"), F.col("_covered"), late)
@@ -124,7 +125,9 @@ def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
         packed = packed + F.when(flag, F.lit(bit)).otherwise(F.lit(0))
     sessions = cfg.window.is_session
     grouped = pairs.groupBy(*cfg.window.key, "_ws", *(["_we"] if sessions else []), packed.alias("_flags"),
-                            "_lh").agg(*aggs)
+                            *(["_lh"] if matched else [])).agg(*aggs)
+    if not matched:
+        grouped = grouped.withColumn("_lh", F.lit(None).cast("long")).withColumn("_copies", F.lit(None).cast("long"))
     we = F.col("_we") if sessions else F.col("_ws") + F.lit(cfg.window.size_us)
     flags = F.col("_flags")
     unpacked = [F.shiftright(flags, 5).alias("_role")] + [
@@ -203,8 +206,8 @@ def split(cfg: PipelineConfig, tallied: DataFrame) -> DataFrame:
                         *[p.value("_a", i, T.DoubleType()).alias(f"_a{i}") for i in mags])
 
     late, rest = _portions(cfg)
-    out = tallied.select(*cfg.window.key, "_ws", "_we", "_role", "_neg", "_clipped",
-                         F.explode(F.array(part(late), part(rest))).alias("_p"))
+    both = F.when(F.col("_late"), F.array(part(late), part(rest))).otherwise(F.array(part(rest)))  # most: rest
+    out = tallied.select(*cfg.window.key, "_ws", "_we", "_role", "_neg", "_clipped", F.explode(both).alias("_p"))
     return out.select(*cfg.window.key, "_ws", "_we", "_role", "_neg", "_clipped", "_p.*").filter(F.col("_n") != 0)
 
 
@@ -244,7 +247,7 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     ``groupBy`` as the tally: one shuffle of both, no join.
     """
     values = cfg.window.value_columns
-    rows = split(cfg, tallied)
+    rows = split(cfg, tallied) if "_cause" not in tallied.columns else tallied
     truth, moved = F.col("_role") == TRUTH, F.col("_role") == MOVED
     sign = F.when(truth, F.lit(1)).otherwise(F.lit(-1))
     cause = F.col("_cause")

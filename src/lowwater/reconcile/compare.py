@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
-from lowwater.core.reconcile import CAUSES, REL_TOLERANCE
+from lowwater.core.reconcile import CAUSES, REL_TOLERANCE, rule
 from lowwater.reconcile.position import StreamPosition
 from lowwater.reconcile.stream import output_funcs
 from lowwater.time import NEG_INF
@@ -52,9 +52,12 @@ def side_by_side(cfg: PipelineConfig, out: DataFrame, position: StreamPosition) 
             scale = F.col(f"m_{col}")
             if func == "avg":
                 scale = scale / F.greatest(F.lit(1), F.col("t_count"))
+        cols += [t.alias(f"batch_{col}"), st.alias(f"stream_{col}")]
+        if rule(cfg.window.accumulation, func) is None:  # not folded (a discarding avg): shown, not compared
+            cols += [F.lit(None).cast(dt).alias(f"diff_{col}"), F.lit(None).cast(dt).alias(f"unexplained_{col}")]
+            continue
         differs = differs | ~_same(t, st, dt, scale)
         wrong = wrong | ~_same(e, st, dt, scale)
-        cols += [t.alias(f"batch_{col}"), st.alias(f"stream_{col}")]
         if func in ("count", "sum", "avg", "min", "max"):
             zero = F.lit(0).cast(dt)
             cols += [(F.coalesce(t, zero) - F.coalesce(st, zero)).alias(f"diff_{col}"),

@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.core.reconcile import CAUSES
-from lowwater.reconcile import attribution, compare, late, log, stream
+from lowwater.reconcile import attribution, compare, late, log, report, stream
 from lowwater.reconcile.position import StreamPosition, stream_position
 from lowwater.time import format_ts
 
@@ -58,6 +58,11 @@ def check_supported(cfg: PipelineConfig) -> None:
         raise ConfigError("reconcile: a Kafka source has no log to recompute from (source.format = \"kafka\")")
 
 
+def report_path(cfg: PipelineConfig) -> str:
+    """Where the differing windows are written: ``<output.path>/reconcile``."""
+    return f"{cfg.output.path.rstrip('/')}/reconcile"
+
+
 def emissions(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
     """Every emission of the pipeline: PostgreSQL's results table when it delivers there, else ``results/``."""
     path = f"{cfg.output.path.rstrip('/')}/results"
@@ -85,7 +90,10 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     # One scan of the log (never cached) unless a pass needs stable row ids: sessions, the drop replay.
     single = not cfg.window.is_session and side_output
     subtract = single and late.subtractable(cfg)  # late/ taken out of the totals: no row matched, no row hashed
-    the_log, forms = log.read_log(spark, cfg, schema, position, persist=not single)
+    from lowwater.reconcile.apply import covered_files
+
+    seen = covered_files(spark, cfg)  # the files each --apply saw: None, nothing was ever corrected
+    the_log, forms = log.read_log(spark, cfg, schema, position, persist=not single, files=seen is not None)
     rows = the_log.filter(~F.coalesce(F.col("_marker"), F.lit(False))).select(
         *dict.fromkeys([*([] if subtract else inputs), *cfg.window.key]), *([] if single else ["_rid"]), "_file",
         "_dead", "_event_us", "_clip_us", "_clipped", "_unread", *log.values(cfg, schema))
@@ -109,7 +117,7 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     else:
         folded, corrected = emitted_w, stream.corrected(cfg, emitted_w)
         fold_aggs = stream.fold_aggs(cfg, emitted.schema)
-    pairs = _covered(spark, cfg, pairs, corrected, forms)
+    pairs = _covered(spark, cfg, pairs, corrected, forms, seen)
     tallied = attribution.causes(attribution.tally(cfg, pairs), str(cfg.late_policy), position)
     # Every window (and the dead letters' row, no window) compared in one job, which observes the summary's
     # numbers on the way and keeps only the differing windows (persisted: the reports and --apply read them).
@@ -119,7 +127,8 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     # same plan) can never stand in for this one's: Spark matches persisted data by plan, not by file contents.
     numbers = Observation()
     differing = side.observe(numbers, *_numbers(cfg, in_range)).filter(F.col("_differs")).persist()
-    differing.count()
+    # The one job that compares: it fills the cache and writes reconcile/ (the latest comparison) on the way.
+    report.write_parquet(differing.filter(in_range), report_path(cfg))
     summary = _summary(cfg, numbers.get, differing.filter(in_range), cfg.window.assigner().windows_per_row,
                        position)
     the_log.unpersist()
@@ -133,9 +142,8 @@ def _with_late_taken_out(spark: SparkSession, cfg: PipelineConfig, pairs: DataFr
     (``late.as_pairs``): the windows' counts and sums lose them and their cause gains them."""
     n = len(cfg.window.value_columns)
     cols = [*cfg.window.key, "_ws", "_we", "_role", "_file", "_clipped", "_unread", *[f"_v{i}" for i in range(n)],
-            "_dead", "_late", "_lh", "_copies", "_neg"]
+            "_dead", "_late", "_neg"]  # no _lh: attribution.tally then counts no copies
     pairs = pairs.select(*[c for c in pairs.columns if c in cols], F.lit(False).alias("_late"),
-                         F.lit(None).cast("long").alias("_lh"), F.lit(None).cast("long").alias("_copies"),
                          F.lit(False).alias("_neg")).select(*cols)
     taken = late.as_pairs(spark, late_path, cfg, schema, forms)
     return pairs if taken is None else pairs.unionByName(taken.select(*cols))
@@ -169,16 +177,13 @@ def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame
 
 
 def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, corrected: DataFrame,
-             forms: log.FileForms) -> DataFrame:
+             forms: log.FileForms, seen: list[tuple[int, str]] | None) -> DataFrame:
     """``pairs`` plus ``_covered``: the pair's window was corrected by ``--apply`` when its row's file was there.
 
     Corrections are few: the corrected windows and the files each correction
     step saw (``apply.covered_files``, under every name a row may carry) are
     broadcast.
     """
-    from lowwater.reconcile.apply import covered_files
-
-    seen = covered_files(spark, cfg)
     if seen is None:
         return pairs.withColumn("_covered", F.lit(False))
     keys = list(cfg.window.key)
@@ -237,7 +242,7 @@ def _summary(cfg: PipelineConfig, stats: dict, side: DataFrame, windows_per_row:
     shown = [*keys, "window_start", "window_end", "status", "diff_count", measure]
     largest = (side.orderBy(F.abs(F.col(measure)).desc_nulls_last(), "_ws")
                .select(*dict.fromkeys(shown)).limit(LARGEST).collect())
-    wrong = side.filter(F.col("status") == "unexplained").select(
+    wrong = [] if not stats["unexplained"] else side.filter(F.col("status") == "unexplained").select(
         *keys, "window_start", "window_end", *[c for c in side.columns if c.startswith("unexplained_")]).collect()
     wrong.sort(key=lambda r: (r["window_start"], *[str(r[k]) for k in keys]))  # here: a sort in Spark is 2 jobs
 

@@ -167,7 +167,7 @@ def as_pairs(spark: SparkSession, late_path: str, cfg: PipelineConfig, schema: T
         F.when(F.col("_clipped"), F.lit(MOVED)).otherwise(F.lit(TRUTH)).alias("_role"),
         F.col("source_file").alias("_file"), "_clipped", forms.unread(F.col("source_file")).alias("_unread"),
         *value_columns(cfg, schema), F.lit(None).cast("string").alias("_dead"), F.lit(True).alias("_late"),
-        F.lit(None).cast("long").alias("_lh"), F.lit(None).cast("long").alias("_copies"), F.lit(True).alias("_neg"))
+        F.lit(True).alias("_neg"))
 
 
 def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str],

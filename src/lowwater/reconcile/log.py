@@ -53,23 +53,27 @@ def input_schema(spark: SparkSession, cfg: PipelineConfig) -> T.StructType:
 
 
 def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, position: StreamPosition,
-             persist: bool = True) -> tuple[DataFrame, FileForms]:
+             persist: bool = True, files: bool = True) -> tuple[DataFrame, FileForms]:
     """Every row of the source log, normalised as the engine does, with clipping and ``_unread``; and its files.
 
     ``persist``: with ``_rid``, persisted (memory and disk), for the jobs that
     read the log several times (sessions, the ``drop`` replay): the row ids
     must not change between them. Else a plain plan, scanned once.
+    ``files=False``: ``_file`` is null unless the stream left a listed file
+    unread (nothing else asks which file a row came from).
     """
     for k, v in PARSE_CONF.items():
         spark.conf.set(k, v)
     src = cfg.source
-    raw = read_batch(spark, src, schema)
+    raw = read_batch(spark, src, schema, files=False)
+    forms = FileForms.listed(raw.inputFiles(), position)
+    if files or persist or not forms.all_read():
+        raw = read_batch(spark, src, schema)
     df = normalise(raw, cfg)
     if persist:
         # ``_run``: this run's own plan, so that a log persisted by an earlier reconcile in this session (same
         # files, same plan: Spark matches persisted data by plan, not by file contents) never stands in for it.
         df = df.withColumn("_rid", F.monotonically_increasing_id()).withColumn("_run", F.lit(uuid.uuid4().hex))
-    forms = FileForms.listed(raw.inputFiles(), position)
     df = clipped(df, cfg).withColumn("_unread", forms.unread(F.col("_file")))
     if not persist:
         return df, forms
@@ -128,6 +132,10 @@ class FileForms:
                 out[form] = (form, path, path in read)
         return cls(tuple(out.values()), tuple(sorted(read)))
 
+    def all_read(self) -> bool:
+        """The stream read every listed file."""
+        return bool(self.forms) and all(r for _, _, r in self.forms)
+
     def paths(self) -> list[str]:
         return sorted({p for _, p, _ in self.forms})
 
@@ -143,10 +151,10 @@ class FileForms:
 
         A name the listing did not give (not expected) is parsed, on that row only.
         """
+        if self.all_read():  # every file of the listing was read, and a row comes from one of them
+            return F.lit(False)
         read = [f for f, _, r in self.forms if r]
         unread = [f for f, _, r in self.forms if not r]
-        if read and not unread:  # every file of the listing was read, and a row comes from one of them
-            return F.lit(False)
         return (F.when(file.isin(read), F.lit(False)).when(file.isin(unread), F.lit(True))
                 .otherwise(~uri_path(file).isin(list(self.read_paths))))
 

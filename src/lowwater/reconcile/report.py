@@ -15,7 +15,11 @@ from lowwater.core.reconcile import CAUSES
 
 
 def write_parquet(frame: DataFrame, path: str) -> None:
-    """One row per differing window (overwritten by each reconcile: it is the latest comparison)."""
+    """One row per differing window (overwritten by each reconcile: it is the latest comparison).
+
+    Written as ``job.reconcile`` materialises the persisted differing windows:
+    Spark builds that cache in a job of its own (every core), then writes one file.
+    """
     spark = frame.sparkSession
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     frame.select(*[c for c in frame.columns if not c.startswith("_")]).coalesce(1).write.mode("overwrite").parquet(path)
