@@ -22,6 +22,11 @@ Two aggregations, so that the log is scanned once and never cached:
      ``+`` in the window of their written time and ``-`` in the one they were
      moved to).
 
+**Too-late rows taken back out** (``late.as_pairs``, counts/sums/averages)
+are ``late/``'s own rows, marked ``_neg``: each becomes its late portion
+(whole, in its late cause) and the same partial negated in the cause it
+would have had, so the window's expected value loses it (:func:`_portions`).
+
 **Too-late rows matched by hash** (``late.mark``) carry ``_lh`` (their row
 hash) and ``_copies`` (how many copies ``late/`` holds); their partial groups
 rows identical in every column. If the log holds more identical rows than

@@ -1,7 +1,9 @@
 """Which (row, window) pairs the stream judged too late: from ``late/``, or replayed from the log (``drop``).
 
 ``side_output``: ``late/`` holds each too-late (row, window) pair whole, with
-its file (``source_file``) and window. It is matched to the log's pairs by a
+its file (``source_file``) and window. For counts, sums and averages its rows
+are simply taken back out of the totals (:func:`as_pairs`): nothing is
+matched. With a min or max (:func:`subtractable`) it is matched to the log's pairs by a
 64-bit hash of the file's name and every input column, plus the window start
 (a ``late/`` row is hashed under each name a log row of its file may carry,
 ``log.FileForms``: the log's rows are hashed as they are, nothing parsed);
