@@ -252,7 +252,7 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     ``groupBy`` as the tally: one shuffle of both, no join.
     """
     values = cfg.window.value_columns
-    rows = split(cfg, tallied) if "_cause" not in tallied.columns else tallied
+    rows = split(cfg, tallied)
     truth, moved = F.col("_role") == TRUTH, F.col("_role") == MOVED
     sign = F.when(truth, F.lit(1)).otherwise(F.lit(-1))
     cause = F.col("_cause")

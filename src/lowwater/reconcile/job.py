@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.core.reconcile import CAUSES
 from lowwater.reconcile import attribution, compare, late, log, report, stream
+from lowwater.reconcile.apply import covered_files
 from lowwater.reconcile.position import StreamPosition, stream_position
 from lowwater.time import format_ts
 
@@ -78,7 +79,8 @@ def emissions(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
 
 def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = None,
               to_us: int | None = None) -> Reconciliation:
-    """Compare every window (with ``from_us <= window_start`` and ``window_end <= to_us``) and summarise."""
+    """Compare every window (with ``from_us <= window_start`` and ``window_end <= to_us``), write the differing
+    ones to ``reconcile/`` and summarise."""
     check_supported(cfg)
     position = stream_position(spark, cfg)
     schema = log.input_schema(spark, cfg)
@@ -90,8 +92,6 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     # One scan of the log (never cached) unless a pass needs stable row ids: sessions, the drop replay.
     single = not cfg.window.is_session and side_output
     subtract = single and late.subtractable(cfg)  # late/ taken out of the totals: no row matched, no row hashed
-    from lowwater.reconcile.apply import covered_files
-
     seen = covered_files(spark, cfg)  # the files each --apply saw: None, nothing was ever corrected
     the_log, forms = log.read_log(spark, cfg, schema, position, persist=not single, files=seen is not None)
     rows = the_log.filter(~F.coalesce(F.col("_marker"), F.lit(False))).select(
