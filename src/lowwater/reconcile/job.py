@@ -93,7 +93,9 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     single = not cfg.window.is_session and side_output
     subtract = single and late.subtractable(cfg)  # late/ taken out of the totals: no row matched, no row hashed
     seen = covered_files(spark, cfg)  # the files each --apply saw: None, nothing was ever corrected
-    the_log, forms = log.read_log(spark, cfg, schema, position, persist=not single, files=seen is not None)
+    # A row's file: for the corrected windows' files, and for the hash of a row matched to late/ (late.mark).
+    files = seen is not None or (single and not subtract)
+    the_log, forms = log.read_log(spark, cfg, schema, position, persist=not single, files=files)
     rows = the_log.filter(~F.coalesce(F.col("_marker"), F.lit(False))).select(
         *dict.fromkeys([*([] if subtract else inputs), *cfg.window.key]), *([] if single else ["_rid"]), "_file",
         "_dead", "_event_us", "_clip_us", "_clipped", "_unread", *log.values(cfg, schema))
