@@ -84,3 +84,27 @@ def test_bad_rows_empty_files_and_vanished_files_never_stop_the_run(spark, tmp_p
     assert s["dead_letter"] == 2 * len(BAD) and s["rows"] == s_clean["rows"] + 2 * len(BAD)
     assert s["balanced"] and (s["on_time"], s["late_updates"], s["too_late"]) == (
         s_clean["on_time"], s_clean["late_updates"], s_clean["too_late"])
+
+
+def test_a_bigint_sum_beyond_its_range_is_refused_in_one_line_never_wrapped(spark, tmp_path):
+    """Arrow's int64 sum wraps around silently: the step is refused with one line naming the column instead."""
+    from lowwater.cli.run import overflow_line
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    big = 9_223_372_036_854_775_000  # three of them are ~2.8e19, beyond 2^63
+    (landing / "a.jsonl").write_text("".join(json.dumps({"t": 1_767_225_600 + i, "k": "a", "v": big}) + "\n"
+                                             for i in range(3)))
+    cfg_path = tmp_path / "p.toml"
+    cfg_path.write_text('[source]\nformat = "jsonl"\npath = "landing"\nevent_time = "t"\ntime_unit = "s"\n'
+                        'schema = "t LONG, k STRING, v LONG"\n[window]\nsize = "10s"\nkey = ["k"]\n'
+                        'aggregations = { total = "sum(v)" }\n[output]\npath = "out"\n')
+    cfg = load_config(cfg_path)
+    engine = Engine(cfg, spark)
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - a Spark-wrapped Python error
+        engine.run(drain=True)
+    engine.close()
+    line = overflow_line(caught.value)
+    assert line is not None and "sum(v)" in line and "DECIMAL" in line and "\n" not in line, line
+    emitted = read_output(spark, tmp_path / "out" / "results")
+    assert len(emitted) == 0  # nothing wrapped was written

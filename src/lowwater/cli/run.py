@@ -59,6 +59,21 @@ class _Signals:
             self.engine.request_stop(now=again)
 
 
+
+def overflow_line(error: BaseException) -> str | None:
+    """One line for a step refused because a sum left its type (nothing of the step was committed)."""
+    from lowwater.spark.contrib import SUM_OVERFLOW
+
+    text = str(error)
+    at = text.find(SUM_OVERFLOW)
+    if at >= 0:
+        found = text[at:].splitlines()[0]
+    elif "ARITHMETIC_OVERFLOW" in text:  # Spark's own check (ANSI), merging partials across steps
+        found = "a sum left its type (Spark: ARITHMETIC_OVERFLOW): give the value column a decimal type or a double"
+    else:
+        return None
+    return f"{found}; the step was not committed (the checkpoint holds the last one)"
+
 def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig
     """An empty landing zone and no schema: ``--once`` fails (exit 2), a continuous run waits for a file.
 
@@ -199,6 +214,7 @@ def _run(
         from lowwater.io.kafka import kafka_failure
 
         line = kafka_failure(cfg, e)  # a topic gone or a broker away: one line, not a JVM stack trace
+        line = line or overflow_line(e)  # a sum beyond its type: refused, never wrapped around
         if line is None:
             raise
         raise _fail(line, 1) from None
