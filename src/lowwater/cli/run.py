@@ -59,7 +59,6 @@ class _Signals:
             self.engine.request_stop(now=again)
 
 
-
 def overflow_line(error: BaseException) -> str | None:
     """One line for a step refused because a sum left its type (nothing of the step was committed)."""
     from lowwater.spark.contrib import SUM_OVERFLOW
@@ -73,6 +72,7 @@ def overflow_line(error: BaseException) -> str | None:
     else:
         return None
     return f"{found}; the step was not committed (the checkpoint holds the last one)"
+
 
 def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig
     """An empty landing zone and no schema: ``--once`` fails (exit 2), a continuous run waits for a file.

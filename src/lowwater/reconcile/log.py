@@ -65,9 +65,10 @@ def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, pos
     for k, v in PARSE_CONF.items():
         spark.conf.set(k, v)
     src = cfg.source
-    raw = read_batch(spark, src, schema, files=False)
+    files = files or persist
+    raw = read_batch(spark, src, schema, files=files)
     forms = FileForms.listed(raw.inputFiles(), position)
-    if files or persist or not forms.all_read():
+    if not files and not forms.all_read():  # a file in flight: "read?" is asked of each row's file name
         raw = read_batch(spark, src, schema)
     df = normalise(raw, cfg)
     if persist:

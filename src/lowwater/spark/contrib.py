@@ -26,7 +26,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config import PipelineConfig
 from lowwater.core.lateness import Lateness, classify
-from lowwater.core.partials import ROWS, VALUE_FIELDS
+from lowwater.core.partials import ROWS, SUM, VALUE_FIELDS
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
 from lowwater.spark.aggtypes import arrow_values, value_kind
@@ -178,7 +178,7 @@ def make_contribute(
                 aggs.append((f"_d{j}", "sum"))
             g = allon.group_by(group_cols, use_threads=False).aggregate(aggs)
             for j in ints:
-                check_int_sum(values[j], g.column(f"_v{j}_sum"), g.column(f"_d{j}_sum"))
+                check_int_sum(values[j], g.column(f"_v{j}_{SUM.fold}"), g.column(f"_d{j}_sum"))
             out: dict[str, pa.Array] = {c: g.column(c).combine_chunks() for c in group_cols}
             out[ROWS.column()] = g.column(ROWS.fold).combine_chunks()
             for j in range(len(values)):
