@@ -322,3 +322,49 @@ def test_double_sums_are_compared_to_a_tolerance_of_their_rows_magnitude(spark):
     position = StreamPosition(step=1, watermark_us=10**12, read_files=(), landed_files=0, drained=True)
     got = {r["_ws"]: r["status"] for r in side_by_side(cfg, out, position).collect()}
     assert got == {0: "explained", 10_000_000: "unexplained"}
+
+
+def test_an_average_over_no_rows_is_null_even_when_its_sum_is_zero(spark):
+    """Reconcile's expected value of a window whose every row was taken back out: sum 0 over 0 rows -> null."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from lowwater.core.partials import SUM
+    from lowwater.spark.aggtypes import result_expr
+
+    df = spark.createDataFrame([(0, 0.0, 0), (2, 3.0, 2)], "s_dec long, s_dbl double, nn long").select(
+        F.col("s_dec").cast("decimal(20,2)").alias("s_dec"), "s_dbl", "nn")
+    for name, dt in (("s_dec", T.DecimalType(10, 2)), ("s_dbl", T.DoubleType())):
+        avg = result_expr("avg", dt, lambda f, name=name: F.col(name) if f is SUM else F.col("nn"))
+        got = [r[0] for r in df.select(avg).collect()]
+        assert got[0] is None and float(got[1]) == (1.0 if name == "s_dec" else 1.5), (name, got)
+
+
+def test_a_window_whose_every_row_was_too_late_expects_no_sum(spark):
+    """late/ taken back out of a window it emptied: the expected total is null (no row), not x - x = 0."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from lowwater.config import parse_config
+    from lowwater.reconcile import attribution
+    from lowwater.reconcile.compare import side_by_side
+    from lowwater.reconcile.log import TRUTH
+    from lowwater.reconcile.position import StreamPosition
+    from lowwater.reconcile.stream import fold_aggs
+
+    cfg = parse_config({"source": {"format": "jsonl", "path": "x", "event_time": "t"},
+                        "window": {"size": "10s", "key": ["k"], "aggregations": {"total": "sum(v)"}},
+                        "output": {"path": "out"}})
+    # One log row in [0, 10s) of key a, and the same row from late/ (taken back out); the stream emitted nothing.
+    pairs = spark.createDataFrame([("a", 0, 10_000_000, TRUTH, 5.0, False), ("a", 0, 10_000_000, TRUTH, 5.0, True)],
+                                  "k string, _ws long, _we long, _role int, _v0 double, _neg boolean").select(
+        "*", F.lit(None).cast("string").alias("_file"), F.lit(False).alias("_clipped"), F.lit(False).alias("_unread"),
+        F.lit(False).alias("_covered"), F.col("_neg").alias("_late"))
+    position = StreamPosition(step=1, watermark_us=10**12, read_files=(), landed_files=1, drained=True)
+    tallied = attribution.causes(attribution.tally(cfg, pairs), "side_output", position)
+    emitted = spark.createDataFrame([], "k string, _ws long, _we long, count long, total double, kind string, "
+                                        "revision long, batch_id long")
+    out = attribution.per_window(cfg, tallied, {"v": T.DoubleType()}, emitted, fold_aggs(cfg, emitted.schema))
+    (row,) = side_by_side(cfg, out, position).collect()
+    assert row["status"] == "explained" and row["too_late_rows"] == 1 and row["too_late_total"] == 5.0, row
+    assert row["batch_total"] == 5.0 and row["stream_total"] is None and row["unexplained_total"] is None, row

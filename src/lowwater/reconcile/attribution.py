@@ -96,6 +96,8 @@ def fields(cfg: PipelineConfig) -> list[tuple[str, int]]:
         for f in (o.field, o.per):
             if f is not None:
                 out[(f.prefix, values.index(a.column))] = None
+        if o.field.prefix == "_s":  # a sum is null over no value (``_partial``): its non-null count decides
+            out[("_nn", values.index(a.column))] = None
     return list(out)
 
 
@@ -219,11 +221,18 @@ def split(cfg: PipelineConfig, tallied: DataFrame) -> DataFrame:
 def _partial(cfg: PipelineConfig, cond: Column, prefix: str) -> list[Column]:
     """The partial columns (``{prefix}_n`` and the :func:`fields`) of the split rows where ``cond`` holds."""
     out = [F.coalesce(F.sum(F.when(cond, F.col("_n"))), F.lit(0)).alias(f"{prefix}_n")]
+
+    def merged(field: str, i: int) -> Column:
+        return {"sum": F.sum, "min": F.min, "max": F.max}[_MERGE[field]](F.when(cond, F.col(f"{field}{i}")))
+
     for field, i in fields(cfg):
-        merged = {"sum": F.sum, "min": F.min, "max": F.max}[_MERGE[field]](F.when(cond, F.col(f"{field}{i}")))
+        m = merged(field, i)
         if field == "_nn":
-            merged = F.coalesce(merged, F.lit(0))
-        out.append(merged.alias(f"{prefix}{field}{i}"))
+            m = F.coalesce(m, F.lit(0))
+        elif field == "_s":
+            # Null over no value, as Spark's sum: late/ rows taken back out leave x + (-x) = 0, not "no rows".
+            m = F.when(F.coalesce(merged("_nn", i), F.lit(0)) != 0, m)
+        out.append(m.alias(f"{prefix}{field}{i}"))
     return out
 
 

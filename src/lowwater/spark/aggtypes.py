@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.core.partials import OUTPUTS, Field, layout
@@ -84,9 +85,12 @@ def result_expr(func: str, dt: T.DataType, col: Callable[[Field], Column]) -> Co
     if out.per is None:
         return value.cast(field_type(out.field, dt))
     per = col(out.per)
+    # Null when ``per`` is 0, whatever ``value`` is: reconcile's expected value of a window whose rows were all
+    # taken back out is a sum of 0 over 0 rows (ANSI would fail the job on the division).
+    some = per != 0
     if isinstance(dt, T.DecimalType):  # Spark's Average: sum / count as decimal, then the result type
-        return (value / per.cast(T.DecimalType(20, 0))).cast(avg_type(dt))
-    return (value.cast("double") / per).cast("double")
+        return F.when(some, value / per.cast(T.DecimalType(20, 0))).cast(avg_type(dt))
+    return F.when(some, value.cast("double") / per).cast("double")
 
 
 def value_kind(dt: T.DataType) -> str:
