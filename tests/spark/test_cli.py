@@ -14,7 +14,7 @@ import pytest
 from lowwater.config import ConfigError, load_config
 from lowwater.spark.engine import Engine
 
-from .helpers import run_cli_here
+from .helpers import fast_jvm, run_cli_here
 
 pytestmark = pytest.mark.spark
 
@@ -67,7 +67,7 @@ ROWS = [
 
 def run_cli(args: list[str], cwd: Path, timeout: int = 240, env: dict[str, str] | None = None
             ) -> subprocess.CompletedProcess:
-    env = {**(os.environ if env is None else env), "PYSPARK_PYTHON": sys.executable}
+    env = fast_jvm({**(os.environ if env is None else env), "PYSPARK_PYTHON": sys.executable})
     return subprocess.run(
         [sys.executable, "-m", "lowwater.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
     )

@@ -24,7 +24,7 @@ import pytest
 from lowwater.config import load_config
 from lowwater.spark.engine import Engine
 
-from .helpers import run_cli_here
+from .helpers import fast_jvm, run_cli_here
 from .test_crash import land_many
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -34,7 +34,7 @@ FILES, ROWS_PER_FILE = 4, 500
 
 def _start(root: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     err = root / f"stderr-{time.monotonic_ns()}.txt"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = fast_jvm({**os.environ, "PYSPARK_PYTHON": sys.executable})
     with err.open("w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", *args], cwd=root,
                                 env=env, stdout=subprocess.DEVNULL, stderr=f)

@@ -18,7 +18,7 @@ import pytest
 
 from lowwater.testing.cluster import LocalStandaloneCluster
 
-from .helpers import run_cli_here
+from .helpers import FAST_JVM_OPTS, fast_jvm, run_cli_here
 from .test_cli import land
 from .test_kafka import kafka_pipeline, produce, stream
 
@@ -82,15 +82,17 @@ def test_run_whatif_and_kafka_on_a_standalone_cluster(tmp_path, spark, kafka_bro
                                 work_dir=tmp_path / "spark-cluster", start_timeout_s=120) as cluster:
         assert cluster.alive_workers() == 2
         assert cluster.master_url.startswith("spark://127.0.0.1:")
-        sets = [x for k, v in {**cluster.driver_conf, "spark.executor.memory": "512m"}.items()
-                for x in ("--set", f'spark.conf.{k}="{v}"')]
+        # The executors are short-lived JVMs too (helpers.FAST_JVM_OPTS); the driver gets them by fast_jvm.
+        conf = {**cluster.driver_conf, "spark.executor.memory": "512m",
+                "spark.executor.extraJavaOptions": FAST_JVM_OPTS}
+        sets = [x for k, v in conf.items() for x in ("--set", f'spark.conf.{k}="{v}"')]
         on_cluster = ["--set", f"spark.master={cluster.master_url}", *sets]
         # The Kafka run first: its session starts with the connector's jars (spark.jars), which the
         # executors fetch from the driver; the file run and the replay reuse that session.
         commands = [(str(kafka_cluster), [*RUN, *on_cluster]), (str(cluster_dir), [*RUN, *on_cluster]),
                     (str(cluster_dir), [*WHATIF, "--master", cluster.master_url])]
         driver = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(commands)], capture_output=True,
-                                text=True, timeout=900, env=cluster.client_env())
+                                text=True, timeout=900, env=fast_jvm(cluster.client_env()))
         assert driver.returncode == 0, driver.stderr[-4000:]
         # The work really ran on the workers: each launched an executor for the application, which fetched
         # the connector's jars from the driver and ran tasks; the executors read the topic's records.

@@ -31,13 +31,13 @@ from lowwater.config import load_config
 from lowwater.spark.engine import Engine
 from lowwater.testing.landing import land_jsonl
 
-from .helpers import run_cli_here
+from .helpers import fast_jvm, run_cli_here
 from .test_cli import CONFIG
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-FILES, ROWS_PER_FILE = 6, 8_000  # 48k rows (+2 bad rows a file); one file a step (~1-2 s each)
+FILES, ROWS_PER_FILE = 6, 2_000  # 12k rows (+2 bad rows a file); one file a step (well under a second each)
 
 PG_OUTPUT = """kind = "postgres"
 
@@ -61,7 +61,7 @@ def land_many(root: Path, files: int = 10, rows_per_file: int = 400, seed: int =
 
 def run(root: Path, env: dict | None = None, kill_after: float | None = None) -> int:
     cmd = [sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", "--drain", "-q"]
-    full_env = {**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})}
+    full_env = fast_jvm({**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
     proc = subprocess.Popen(cmd, cwd=root, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     if kill_after is None:
@@ -69,21 +69,22 @@ def run(root: Path, env: dict | None = None, kill_after: float | None = None) ->
         assert proc.returncode in (0, 137), err.decode()[-2000:]
         return proc.returncode
     # Kill -9 the whole process group (driver JVM and Python) once this run committed a step.
-    state = root / "out" / "_checkpoint" / "lowwater" / "state"
-
-    def newest() -> int:
-        return max((int(p.name[9:21]) for p in state.glob("manifest-*.json")), default=-1)
-
-    start = newest()
+    start = newest_step(root)
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and newest() <= start:
-        time.sleep(0.1)
+    while time.monotonic() < deadline and newest_step(root) <= start:
+        time.sleep(0.02)
     time.sleep(kill_after)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:  # it finished first: the next run's assertions notice
         pass
     return proc.wait()
+
+
+def newest_step(root: Path) -> int:
+    """The last step with a committed manifest (-1: none)."""
+    state = root / "out" / "_checkpoint" / "lowwater" / "state"
+    return max((int(p.name[9:21]) for p in state.glob("manifest-*.json")), default=-1)
 
 
 class Crash(Exception):
@@ -143,16 +144,19 @@ def test_kill_9_and_restart_gives_the_uninterrupted_outputs(tmp_path, pg_server,
     # The uninterrupted reference runs in this process, on the shared session (one JVM start
     # fewer; a different Spark session and process must give the same outputs, SEMANTICS.md §8).
     monkeypatch.setenv("LOWWATER_PG_URL", pg_server.url)
+    t0 = time.monotonic()
     Engine(load_config(clean / "pipeline.toml"), spark).run(drain=True)
+    step_s = (time.monotonic() - t0) / (FILES + 1)  # a step of a warm session, start-up included
     # Kill points (steps 0 .. FILES-1 read one file each; the drain is step FILES):
     # 1. a crash after the step's Parquet writes and PostgreSQL staging, before its delivery (in this process)
     crash_here(spark, crashed, "before_deliver", 1, monkeypatch)
     # 2. kill -9 of a real process at an arbitrary moment mid-step: a random delay after this run's first
-    #    commit (a step takes a second or two at this size, so the kill lands in a step's reading, folding,
-    #    writing, staging or delivery; each CI run draws another moment)
+    #    commit, within one step of the warm reference run (the new process's steps are no faster), so the kill
+    #    lands in the next step's reading, folding, writing, staging or delivery; each CI run draws another moment
     rng = np.random.default_rng()
-    delays = [float(rng.uniform(0.0, 1.5))]
+    delays = [float(rng.uniform(0.0, step_s))]
     assert run(crashed, env=pg, kill_after=delays[0]) == -signal.SIGKILL, "finished before the kill"
+    assert newest_step(crashed) < 3, ("the kill came after step 3's commit", delays)  # 3. needs step 3 uncommitted
     # 3. crash right after a manifest commit, before Spark's commit log (the batch is replayed)
     crash_here(spark, crashed, "after_commit", 3, monkeypatch)
     # 4. crash inside the drain step, after its PostgreSQL delivery, before its manifest commit:
