@@ -158,7 +158,7 @@ class Crash(Exception):
 def test_a_crash_and_a_restart_resume_from_the_checkpointed_offsets(spark, kafka_broker, tmp_path, monkeypatch):
     import lowwater.spark.engine as engine_module
 
-    rows = stream(240, quiet=False)
+    rows = stream(180, quiet=False)
     records = [(r["partition"], r["arrival_time"], json.dumps(
         {"event_time": r["event_time"], "key": r["key"], "amount": r["amount"]})) for r in rows]
     kafka_broker.create_topic("restart", 4)
@@ -173,13 +173,13 @@ def test_a_crash_and_a_restart_resume_from_the_checkpointed_offsets(spark, kafka
     with pytest.raises(Exception, match="Crash|before_commit"):
         Engine(load_config(cfg), spark).run(once=True)
     monkeypatch.undo()
-    kafka_broker.produce("restart", records[120:])
+    kafka_broker.produce("restart", records[120:])  # produced after the crash: one batch more
     # The same command again (a new engine on the checkpoint): Spark replays batch 1's offsets, then the rest.
     resumed = Engine(load_config(cfg), spark).run(drain=True)
     assert resumed.totals["rows"] == len(rows)  # nothing read twice, nothing skipped
+    assert resumed.spark_batch == 2  # batch 1 replayed (not a batch of its own), then batch 2
 
-    produce(kafka_broker, "clean", rows)
-    clean_cfg = kafka_pipeline(tmp_path / "clean", kafka_broker, "clean")  # one step
+    clean_cfg = kafka_pipeline(tmp_path / "clean", kafka_broker, "restart")  # the same topic in one step
     clean = Engine(load_config(clean_cfg), spark).run(drain=True)
     assert outcome(spark, tmp_path / "restart", "kafka_partition")[:2] == outcome(
         spark, tmp_path / "clean", "kafka_partition")[:2]

@@ -128,12 +128,12 @@ def test_sigkill_of_the_driver_and_a_restart_read_every_offset_once(spark, kafka
         cfg.write_text(cfg.read_text().replace(
             'value_format = "json"', 'value_format = "json"\nkafka = { "sasl.jaas.config" = "s3cret-jaas" }'))
 
-    # The reference: the same command on its own checkpoint, uninterrupted, in this process.
-    proc = run_cli_here(["run", "pipeline.toml", "--drain", "-q"], clean)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-
     # 1. SIGKILL after step 1's outputs are written, before its manifest is committed.
     run = start_run(crashed, {"LOWWATER_FAULT": "before_commit:1:sigkill"})
+    # The reference, while that process starts its JVM: the same command on its own checkpoint, uninterrupted,
+    # in this process.
+    proc = run_cli_here(["run", "pipeline.toml", "--drain", "-q"], clean)
+    assert proc.returncode == 0, proc.stderr[-2000:]
     _, err = run.communicate(timeout=240)
     assert run.returncode == -signal.SIGKILL, err.decode()[-2000:]
     assert committed_steps(crashed) == 0

@@ -23,10 +23,16 @@ BROKER_JARS = Path(__file__).resolve().parents[3] / ".jars" / "broker"
 FOREVER_MS = str(2**62)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports (bound together: one closed before the next is asked for may come back)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 class TestBroker:
@@ -40,8 +46,7 @@ class TestBroker:
             raise RuntimeError(msg)
         self.root = root
         self.jars = jars
-        self.port = _free_port()
-        self.controller_port = _free_port()
+        self.port, self.controller_port = _free_ports(2)
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self._admin = None
@@ -91,7 +96,9 @@ class TestBroker:
             fmt = subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c",
                                             str(self.props)), capture_output=True, text=True, check=False)
             if fmt.returncode != 0:
-                msg = f"kafka-storage format failed: {(fmt.stderr or fmt.stdout).strip()[-800:]}"
+                text = (fmt.stderr or fmt.stdout).strip()
+                cause = next((ln for ln in text.splitlines() if "Exception" in ln), "")  # the trace's tail hides it
+                msg = f"kafka-storage format failed: {cause[:800]} ... {text[-800:]}"
                 raise RuntimeError(msg)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(self._java("kafka.Kafka", str(self.props)), stdout=out,
