@@ -24,7 +24,7 @@ import pytest
 from lowwater.config import load_config
 from lowwater.spark.engine import Engine
 
-from .helpers import run_cli_here
+from .helpers import fast_jvm, run_cli_here
 from .test_kafka import T0, kafka_pipeline, stream
 
 pytestmark = pytest.mark.spark
@@ -109,7 +109,7 @@ def committed_steps(root: Path) -> int:
 def start_run(root: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """``lowwater run pipeline.toml --drain -q`` as its own process group (driver and JVM die together)."""
     return subprocess.Popen([sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", "--drain", "-q"],
-                            cwd=root, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})},
+                            cwd=root, env=fast_jvm({**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})}),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
 
