@@ -368,3 +368,48 @@ def test_a_window_whose_every_row_was_too_late_expects_no_sum(spark):
     (row,) = side_by_side(cfg, out, position).collect()
     assert row["status"] == "explained" and row["too_late_rows"] == 1 and row["too_late_total"] == 5.0, row
     assert row["batch_total"] == 5.0 and row["stream_total"] is None and row["unexplained_total"] is None, row
+
+
+def test_a_batch_sum_beyond_a_bigint_is_one_line_not_a_stack(tmp_path):
+    """The stream's sum fits (the second huge row was too late); the batch truth's does not: one line, exit 1."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    big = 9_000_000_000_000_000_000
+    for i, (t, a, v) in enumerate([(1, 1, big), (20, 20, 1), (2, 21, big)]):  # the last: too late for [0, 10)
+        row = {"partition": 0, "offset": i, "event_time": T0 + t, "arrival_time": T0 + a, "key": "k", "amount": v}
+        (landing / f"part-{i:03d}.jsonl").write_text(json.dumps(row) + "\n")
+    cfg = tmp_path / "pipeline.toml"
+    cfg.write_text("""
+[source]
+format = "jsonl"
+path = "landing"
+partition = "partition"
+offset = "offset"
+arrival_time = "arrival_time"
+event_time = "event_time"
+time_unit = "s"
+max_files_per_batch = 1
+schema = "partition INT, offset LONG, event_time DOUBLE, arrival_time DOUBLE, key STRING, amount LONG"
+
+[watermark]
+max_out_of_orderness = "2s"
+partitions = [0]
+
+[window]
+size = "10s"
+key = ["key"]
+aggregations = { total = "sum(amount)" }
+
+[late]
+policy = "side_output"
+
+[output]
+path = "out"
+""")
+    run = run_cli_here(["run", str(cfg), "--once", "-q"], tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert len(pq.read_table(tmp_path / "out" / "late")) == 1  # the second huge row: not in the stream's sum
+    r = run_cli_here(["reconcile", str(cfg), "-q"], tmp_path)
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.startswith("error:")]
+    assert r.returncode == 1 and len(lines) == 1 and "sum" in lines[0], r.stderr[-3000:]
+    assert "Traceback" not in r.stderr and "at org.apache" not in r.stderr, r.stderr[-3000:]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import reduce
-from urllib.parse import urlsplit
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,13 +25,9 @@ from pyspark.sql import types as T
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
 from lowwater.core.watermarks import WatermarkStrategy
-from lowwater.io.files import PARSE_CONF, read_batch, resolve_schema, resolve_source_schema
+from lowwater.io.files import PARSE_CONF, file_path, read_batch, resolve_schema, resolve_source_schema, uri_path
 from lowwater.io.sources import to_layout, union_layout, union_payload
 from lowwater.spark.parse import normalise, normalise_source
-
-# The path part of a file URI (``file:/x``, ``file:///x`` and ``hdfs://nn/x`` -> ``/x``): Spark spells
-# the same file differently in ``_metadata.file_path`` and ``DataFrame.inputFiles()``.
-_URI_PATH = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?(/.*)$"
 
 
 def with_batch(spark: SparkSession, raw: DataFrame, df: DataFrame, files_per_batch: int | None) -> DataFrame:
@@ -44,9 +39,9 @@ def with_batch(spark: SparkSession, raw: DataFrame, df: DataFrame, files_per_bat
     """
     if not files_per_batch:
         return df.withColumn("_batch", F.lit(0).cast("long"))
-    paths = sorted({urlsplit(f).path for f in raw.inputFiles()})
+    paths = sorted({file_path(f) for f in raw.inputFiles()})
     lookup = spark.createDataFrame([(p, i // files_per_batch) for i, p in enumerate(paths)], "_fpath string, _b long")
-    key: Column = F.regexp_extract(F.col("_file"), _URI_PATH, 2)
+    key: Column = uri_path(F.col("_file"))  # both sides decoded: a name with a space or a % is one path
     joined = df.join(F.broadcast(lookup), key == F.col("_fpath"), "left")
     # A file missing from the listing (deleted meanwhile) keeps its rows: they join the first batch.
     return joined.withColumn("_batch", F.coalesce(F.col("_b"), F.lit(0).cast("long"))).drop("_fpath", "_b")

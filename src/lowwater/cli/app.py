@@ -58,6 +58,24 @@ def edited_file(error: BaseException) -> str | None:
     return found.group(1) if found else "an output file"
 
 
+def sum_overflow(error: BaseException) -> str | None:
+    """What a job refused because a sum left its type says, in one line (None: not that).
+
+    lowwater's own check (``spark/contrib.check_int_sum``: Arrow's int64 sum
+    wraps around silently) names the column; Spark's ANSI check
+    (``ARITHMETIC_OVERFLOW``) does not.
+    """
+    from lowwater.spark.contrib import SUM_OVERFLOW
+
+    text = str(error)
+    at = text.find(SUM_OVERFLOW)
+    if at >= 0:
+        return text[at:].splitlines()[0]
+    if "ARITHMETIC_OVERFLOW" in text:
+        return "a sum left its type (Spark: ARITHMETIC_OVERFLOW): give the value column a decimal type or a double"
+    return None
+
+
 def _say(message: str) -> None:
     """One status line on stderr (stdout keeps the summary / JSON)."""
     err.print(Text(message))

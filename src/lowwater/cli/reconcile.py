@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from lowwater.cli.app import _QUIET, _fail, _say, _setup_logging, _spark_error_line, edited_file, out
+from lowwater.cli.app import _QUIET, _fail, _say, _setup_logging, _spark_error_line, edited_file, out, sum_overflow
 from lowwater.config import ConfigError, load_config
 
 UNEXPLAINED_EXIT = 1
@@ -92,6 +92,9 @@ def reconcile(
     except ConfigError as e:
         raise _fail(str(e)) from None
     except Exception as e:
+        overflow = sum_overflow(e)
+        if overflow is not None:  # the batch truth's sum beyond its type: one line, nothing written
+            raise _fail(f"reconcile: {overflow}", UNEXPLAINED_EXIT) from None
         changed = edited_file(e)
         if changed is None:
             raise

@@ -61,17 +61,10 @@ class _Signals:
 
 def overflow_line(error: BaseException) -> str | None:
     """One line for a step refused because a sum left its type (nothing of the step was committed)."""
-    from lowwater.spark.contrib import SUM_OVERFLOW
+    from lowwater.cli.app import sum_overflow
 
-    text = str(error)
-    at = text.find(SUM_OVERFLOW)
-    if at >= 0:
-        found = text[at:].splitlines()[0]
-    elif "ARITHMETIC_OVERFLOW" in text:  # Spark's own check (ANSI), merging partials across steps
-        found = "a sum left its type (Spark: ARITHMETIC_OVERFLOW): give the value column a decimal type or a double"
-    else:
-        return None
-    return f"{found}; the step was not committed (the checkpoint holds the last one)"
+    found = sum_overflow(error)
+    return None if found is None else f"{found}; the step was not committed (the checkpoint holds the last one)"
 
 
 def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig

@@ -15,8 +15,9 @@ from __future__ import annotations
 import glob
 import json
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
 
@@ -24,6 +25,20 @@ from lowwater.config import ConfigError, PipelineConfig, SourceConfig, check_col
 from lowwater.io.checkpoint import start_fresh
 
 CORRUPT = "_corrupt_record"
+
+# The path part of a file URI (``file:/x``, ``file:///x`` and ``hdfs://nn/x`` -> ``/x``): Spark spells the same
+# file differently in a row's ``_metadata.file_path`` and in ``DataFrame.inputFiles()``.
+URI_PATH = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?(/.*)$"
+
+
+def uri_path(uri: Column) -> Column:
+    """:func:`file_path` as a Spark expression (``+`` stays ``+``, as ``urllib.parse.unquote`` leaves it)."""
+    return F.url_decode(F.replace(F.regexp_extract(uri, URI_PATH, 2), F.lit("+"), F.lit("%2B")))
+
+
+def file_path(uri: str) -> str:
+    """The path of a file URI as Spark lists it (``file:///x%20y`` -> ``/x y``)."""
+    return unquote(urlsplit(uri).path)
 
 # Runtime settings that keep parsing independent of the projection (see _load).
 PARSE_CONF = {

@@ -36,7 +36,8 @@ from lowwater.config import PipelineConfig
 from lowwater.core.judge import judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import WatermarkTracker
-from lowwater.reconcile.log import MOVED, TRUTH, FileForms, clipped, uri_path
+from lowwater.io.files import uri_path
+from lowwater.reconcile.log import MOVED, TRUTH, FileForms, clipped
 from lowwater.reconcile.log import values as value_columns
 
 CHUNK_ROWS = 200_000

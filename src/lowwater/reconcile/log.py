@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -36,13 +36,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
-from lowwater.io.files import CORRUPT, PARSE_CONF, read_batch, resolve_schema
+from lowwater.io.files import CORRUPT, PARSE_CONF, file_path, read_batch, resolve_schema, uri_path
 from lowwater.reconcile.position import StreamPosition
 from lowwater.spark.aggtypes import value_cast
 from lowwater.spark.parse import normalise
 
-# The path part of a file URI (``file:/x``, ``file:///x`` -> ``/x``), as ``advisor/replay_log.py`` reads it.
-URI_PATH = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?(/.*)$"
 # A pair's role, as a small int (a grouping key on every pair: no strings to hash).
 TRUTH, MOVED, DEAD = 0, 1, 2
 
@@ -98,16 +96,6 @@ def clipped(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
     if skew is not None and src.arrival_time:
         moved = F.coalesce((ev - arr) > F.lit(skew), F.lit(False))
     return df.withColumn("_clipped", moved).withColumn("_clip_us", F.when(moved, arr).otherwise(ev))
-
-
-def uri_path(uri: Column) -> Column:
-    """:func:`file_path` as a Spark expression (``+`` stays ``+``, as ``urllib.parse.unquote`` leaves it)."""
-    return F.url_decode(F.replace(F.regexp_extract(uri, URI_PATH, 2), F.lit("+"), F.lit("%2B")))
-
-
-def file_path(uri: str) -> str:
-    """The path of a file URI as Spark lists it (``file:///x%20y`` -> ``/x y``)."""
-    return unquote(urlsplit(uri).path)
 
 
 @dataclass(frozen=True)
