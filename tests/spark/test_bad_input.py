@@ -108,3 +108,36 @@ def test_a_bigint_sum_beyond_its_range_is_refused_in_one_line_never_wrapped(spar
     assert line is not None and "sum(v)" in line and "DECIMAL" in line and "\n" not in line, line
     emitted = read_output(spark, tmp_path / "out" / "results")
     assert len(emitted) == 0  # nothing wrapped was written
+
+
+def test_a_decimal_sum_beyond_its_type_is_refused_in_one_line_never_wrapped(spark, tmp_path):
+    """Arrow's decimal128 sum wraps past 2^127 (3 x 9.9e37 gave -4.0e37, exit 0): refused in one line instead;
+    a window whose sum fits is summed exactly."""
+    from lowwater.cli.run import overflow_line
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    rows = [("a", "9" * 37 + "0")] * 3 + [("b", "9" * 37)] * 2  # a: ~3.0e38, beyond DECIMAL(38,0); b: fits
+    (landing / "a.jsonl").write_text("".join(json.dumps({"t": 1_767_225_600 + i, "k": k, "v": v}) + "\n"
+                                             for i, (k, v) in enumerate(rows)))
+    cfg_path = tmp_path / "p.toml"
+    cfg_path.write_text('[source]\nformat = "jsonl"\npath = "landing"\nevent_time = "t"\ntime_unit = "s"\n'
+                        'schema = "t LONG, k STRING, v DECIMAL(38,0)"\n[window]\nsize = "10s"\nkey = ["k"]\n'
+                        'aggregations = { total = "sum(v)" }\n[output]\npath = "out"\n')
+    engine = Engine(load_config(cfg_path), spark)
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - a Spark-wrapped Python error
+        engine.run(drain=True)
+    engine.close()
+    line = overflow_line(caught.value)
+    assert line is not None and "sum(v)" in line and "DECIMAL(38,0)" in line and "\n" not in line, line
+    assert len(read_output(spark, tmp_path / "out" / "results")) == 0  # nothing wrapped was written
+    (landing / "a.jsonl").write_text("".join(json.dumps({"t": 1_767_225_600 + i, "k": "b", "v": "9" * 37}) + "\n"
+                                             for i in range(2)))
+    import shutil
+
+    shutil.rmtree(tmp_path / "out")
+    engine = Engine(load_config(cfg_path), spark)
+    engine.run(drain=True)
+    engine.close()
+    got = read_output(spark, tmp_path / "out" / "results")
+    assert [int(x) for x in got["total"]] == [2 * (10**37 - 1)]  # exact, 38 digits

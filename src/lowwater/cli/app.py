@@ -71,8 +71,9 @@ def sum_overflow(error: BaseException) -> str | None:
     at = text.find(SUM_OVERFLOW)
     if at >= 0:
         return text[at:].splitlines()[0]
-    if "ARITHMETIC_OVERFLOW" in text:
-        return "a sum left its type (Spark: ARITHMETIC_OVERFLOW): give the value column a decimal type or a double"
+    for code in ("ARITHMETIC_OVERFLOW", "NUMERIC_VALUE_OUT_OF_RANGE"):  # a bigint's, a decimal's
+        if code in text:
+            return f"a sum left its type (Spark: {code}): give the value column a wider type or a double"
     return None
 
 

@@ -56,6 +56,25 @@ def check_int_sum(column: str, exact: pa.ChunkedArray, approx: pa.ChunkedArray) 
         raise OverflowError(msg)
 
 
+def check_decimal_sum(column: str, dt: T.DecimalType, exact: pa.ChunkedArray, approx: pa.ChunkedArray) -> None:
+    """Refuse a window's decimal sum beyond its result type (Spark's: precision ``min(38, p + 10)``, scale ``s``).
+
+    Arrow's decimal128 sum neither widens nor checks: past 2^127 it wraps
+    around (3 x 9.9e37 gave -4.0e37), and below that it can hold more digits
+    than the result type. The same sum in doubles (``approx``) shows both.
+    """
+    limit = 10.0 ** (min(38, dt.precision + 10) - dt.scale)
+    want = np.abs(approx.to_numpy(zero_copy_only=False))
+    got = np.abs(pc.cast(exact, pa.float64(), safe=False).to_numpy(zero_copy_only=False))
+    over = (want >= limit * (1 - 1e-9)) | (got >= limit)
+    over &= ~np.isnan(want)
+    if np.any(over):
+        at = float(approx.to_numpy(zero_copy_only=False)[np.flatnonzero(over)[0]])
+        msg = (f"{SUM_OVERFLOW}: sum({column}) of one window is about {at:.4g}, beyond its decimal sum's range "
+               f"(DECIMAL({min(38, dt.precision + 10)},{dt.scale})): give {column} a smaller scale or a double")
+        raise OverflowError(msg)
+
+
 def clipping(cfg: PipelineConfig) -> tuple[bool, int | str | None]:
     """(whether the executors clip event times, the bound: µs, or :data:`PER_ROW`) (SEMANTICS.md §5)."""
     if cfg.named_sources:
@@ -123,6 +142,7 @@ def make_contribute(
         return out
 
     ints = [j for j, t in enumerate(value_types) if value_kind(t) == "int"]
+    decimals = [j for j, t in enumerate(value_types) if value_kind(t) == "decimal"]
 
     def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rids, ws, seqs = lookup.value
@@ -173,12 +193,14 @@ def make_contribute(
             aggs: list[tuple] = [([], ROWS.fold)]
             for j in range(len(values)):
                 aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS]
-            for j in ints:  # the same sum in doubles, to catch Arrow's int64 sum wrapping around (no checked form)
+            for j in ints + decimals:  # the same sum in doubles: Arrow's int64 and decimal sums wrap around
                 allon = allon.append_column(f"_d{j}", pc.cast(allon.column(f"_v{j}"), pa.float64(), safe=False))
                 aggs.append((f"_d{j}", "sum"))
             g = allon.group_by(group_cols, use_threads=False).aggregate(aggs)
             for j in ints:
                 check_int_sum(values[j], g.column(f"_v{j}_{SUM.fold}"), g.column(f"_d{j}_sum"))
+            for j in decimals:
+                check_decimal_sum(values[j], value_types[j], g.column(f"_v{j}_{SUM.fold}"), g.column(f"_d{j}_sum"))
             out: dict[str, pa.Array] = {c: g.column(c).combine_chunks() for c in group_cols}
             out[ROWS.column()] = g.column(ROWS.fold).combine_chunks()
             for j in range(len(values)):
