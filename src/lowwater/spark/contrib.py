@@ -40,38 +40,28 @@ PER_ROW = "_skew_us"
 SUM_OVERFLOW = "lowwater: sum overflow"  # the CLI turns an error starting so into its one line
 
 
-def check_int_sum(column: str, exact: pa.ChunkedArray, approx: pa.ChunkedArray) -> None:
-    """Refuse a window's int64 sum that wrapped around: it differs from the same sum in doubles by ~2^64.
+def check_sum(column: str, exact: pa.ChunkedArray, approx: pa.ChunkedArray, dt: T.DataType) -> None:
+    """Refuse a window's sum beyond its result type: never a silent wrong total.
 
-    A wrap moves the sum by a multiple of 2^64; the doubles' rounding stays far
-    below 2^62 for any realistic row count. Never a silent wrong total.
+    Arrow's hash sums neither widen nor check: int64 wraps around past 2^63
+    (3 x 9.2e18 gave 9.2e18), decimal128 past 2^127 (3 x 9.9e37 gave
+    -4.0e37) and may hold more digits than Spark's result type
+    (``decimal(min(38, p + 10), s)``). ``approx`` is the same sum in doubles:
+    a wrapped sum is far from it, and it shows where the true sum is.
     """
-    got = exact.to_numpy(zero_copy_only=False).astype(np.float64)
+    if isinstance(dt, T.DecimalType):
+        precision = min(38, dt.precision + 10)
+        bound, kind = 10.0 ** (precision - dt.scale), f"its decimal sum's range (DECIMAL({precision},{dt.scale}))"
+        advice = "a smaller scale or a double"
+    else:
+        bound, kind = 2.0**63, "a bigint's range"
+        advice = "a decimal type (source.schema, e.g. DECIMAL(38,0)) or a double"
     want = approx.to_numpy(zero_copy_only=False)
-    off = np.abs(got - want) > 2.0**62
-    if np.any(off[~np.isnan(want)]):
-        at = float(want[np.flatnonzero(off & ~np.isnan(want))[0]])
-        msg = (f"{SUM_OVERFLOW}: sum({column}) of one window is about {at:.4g}, beyond a bigint's range: "
-               f"give {column} a decimal type (source.schema, e.g. DECIMAL(38,0)) or a double")
-        raise OverflowError(msg)
-
-
-def check_decimal_sum(column: str, dt: T.DecimalType, exact: pa.ChunkedArray, approx: pa.ChunkedArray) -> None:
-    """Refuse a window's decimal sum beyond its result type (Spark's: precision ``min(38, p + 10)``, scale ``s``).
-
-    Arrow's decimal128 sum neither widens nor checks: past 2^127 it wraps
-    around (3 x 9.9e37 gave -4.0e37), and below that it can hold more digits
-    than the result type. The same sum in doubles (``approx``) shows both.
-    """
-    limit = 10.0 ** (min(38, dt.precision + 10) - dt.scale)
-    want = np.abs(approx.to_numpy(zero_copy_only=False))
     got = np.abs(pc.cast(exact, pa.float64(), safe=False).to_numpy(zero_copy_only=False))
-    over = (want >= limit * (1 - 1e-9)) | (got >= limit)
-    over &= ~np.isnan(want)
+    over = ((np.abs(want) >= bound * (1 - 1e-12)) | (got >= bound)) & ~np.isnan(want)
     if np.any(over):
-        at = float(approx.to_numpy(zero_copy_only=False)[np.flatnonzero(over)[0]])
-        msg = (f"{SUM_OVERFLOW}: sum({column}) of one window is about {at:.4g}, beyond its decimal sum's range "
-               f"(DECIMAL({min(38, dt.precision + 10)},{dt.scale})): give {column} a smaller scale or a double")
+        at = float(want[np.flatnonzero(over)[0]])
+        msg = f"{SUM_OVERFLOW}: sum({column}) of one window is about {at:.4g}, beyond {kind}: give {column} {advice}"
         raise OverflowError(msg)
 
 
@@ -141,8 +131,7 @@ def make_contribute(
             out.update({f.column(j): valid if f.counts else v for f in VALUE_FIELDS})
         return out
 
-    ints = [j for j, t in enumerate(value_types) if value_kind(t) == "int"]
-    decimals = [j for j, t in enumerate(value_types) if value_kind(t) == "decimal"]
+    checked = [j for j, t in enumerate(value_types) if value_kind(t) in ("int", "decimal")]  # Arrow's sums wrap
 
     def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rids, ws, seqs = lookup.value
@@ -193,14 +182,12 @@ def make_contribute(
             aggs: list[tuple] = [([], ROWS.fold)]
             for j in range(len(values)):
                 aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS]
-            for j in ints + decimals:  # the same sum in doubles: Arrow's int64 and decimal sums wrap around
+            for j in checked:  # the same sum in doubles: Arrow's int64 and decimal sums wrap around unchecked
                 allon = allon.append_column(f"_d{j}", pc.cast(allon.column(f"_v{j}"), pa.float64(), safe=False))
                 aggs.append((f"_d{j}", "sum"))
             g = allon.group_by(group_cols, use_threads=False).aggregate(aggs)
-            for j in ints:
-                check_int_sum(values[j], g.column(f"_v{j}_{SUM.fold}"), g.column(f"_d{j}_sum"))
-            for j in decimals:
-                check_decimal_sum(values[j], value_types[j], g.column(f"_v{j}_{SUM.fold}"), g.column(f"_d{j}_sum"))
+            for j in checked:
+                check_sum(values[j], g.column(f"_v{j}_{SUM.fold}"), g.column(f"_d{j}_sum"), value_types[j])
             out: dict[str, pa.Array] = {c: g.column(c).combine_chunks() for c in group_cols}
             out[ROWS.column()] = g.column(ROWS.fold).combine_chunks()
             for j in range(len(values)):
