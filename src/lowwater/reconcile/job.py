@@ -99,8 +99,9 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     rows = the_log.filter(~F.coalesce(F.col("_marker"), F.lit(False))).select(
         *dict.fromkeys([*([] if subtract else inputs), *cfg.window.key]), *([] if single else ["_rid"]), "_file",
         "_dead", "_event_us", "_clip_us", "_clipped", "_unread", *log.values(cfg, schema))
+    taken = None  # late/'s rows taken back out of the totals: tallied apart from the log's scan
     if subtract:
-        pairs = _with_late_taken_out(spark, cfg, log.pairs(cfg, rows), late_path, schema, forms)
+        pairs, taken = _with_late_taken_out(spark, cfg, log.pairs(cfg, rows), late_path, schema, forms)
     elif single:
         pairs = late.mark(spark, late_path, log.pairs(cfg, rows), inputs, forms)
     else:
@@ -119,8 +120,11 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     else:
         folded, corrected = emitted_w, stream.corrected(cfg, emitted_w)
         fold_aggs = stream.fold_aggs(cfg, emitted.schema)
-    pairs = _covered(spark, cfg, pairs, corrected, forms, seen)
-    tallied = attribution.causes(attribution.tally(cfg, pairs), str(cfg.late_policy), position)
+    tallied = attribution.tally(cfg, _covered(spark, cfg, pairs, corrected, forms, seen))
+    if taken is not None:
+        taken = _covered(spark, cfg, taken, corrected, forms, seen)
+        tallied = tallied.unionByName(attribution.as_tally(cfg, taken, tallied.schema))
+    tallied = attribution.causes(tallied, str(cfg.late_policy), position)
     # Every window (and the dead letters' row, no window) compared in one job, which observes the summary's
     # numbers on the way and keeps only the differing windows (persisted: the reports and --apply read them).
     side = compare.side_by_side(cfg, attribution.per_window(cfg, tallied, types, folded, fold_aggs), position)
@@ -139,16 +143,17 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
 
 
 def _with_late_taken_out(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, late_path: str,
-                         schema: T.StructType, forms: log.FileForms) -> DataFrame:
-    """The log's pairs, none of them marked late, plus ``late/``'s rows as the pairs to take back out
-    (``late.as_pairs``): the windows' counts and sums lose them and their cause gains them."""
+                         schema: T.StructType, forms: log.FileForms) -> tuple[DataFrame, DataFrame | None]:
+    """The log's pairs, none of them marked late, and ``late/``'s rows as the pairs to take back out
+    (``late.as_pairs``; None: ``late/`` is empty): the windows' counts and sums lose them and their cause
+    gains them."""
     n = len(cfg.window.value_columns)
     cols = [*cfg.window.key, "_ws", "_we", "_role", "_file", "_clipped", "_unread", *[f"_v{i}" for i in range(n)],
             "_dead", "_late", "_neg"]  # no _lh: attribution.tally then counts no copies
     pairs = pairs.select(*[c for c in pairs.columns if c in cols], F.lit(False).alias("_late"),
                          F.lit(False).alias("_neg")).select(*cols)
     taken = late.as_pairs(spark, late_path, cfg, schema, forms)
-    return pairs if taken is None else pairs.unionByName(taken.select(*cols))
+    return pairs, None if taken is None else taken.select(*cols)
 
 
 def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame, rows: DataFrame,

@@ -37,6 +37,7 @@ from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
 from lowwater.io.files import CORRUPT, PARSE_CONF, file_path, read_batch, resolve_schema, uri_path
+from lowwater.io.footers import null_free
 from lowwater.reconcile.position import StreamPosition
 from lowwater.spark.aggtypes import value_cast
 from lowwater.spark.parse import normalise
@@ -65,10 +66,14 @@ def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, pos
     src = cfg.source
     files = files or persist
     raw = read_batch(spark, src, schema, files=files)
-    forms = FileForms.listed(raw.inputFiles(), position)
+    listed = raw.inputFiles()
+    forms = FileForms.listed(listed, position)
     if not files and not forms.all_read():  # a file in flight: "read?" is asked of each row's file name
         raw = read_batch(spark, src, schema)
-    df = normalise(raw, cfg)
+    # Scanned once for the totals: order columns the footers prove null-free are never read (io/footers.py).
+    proven = null_free(listed, [src.partition, src.arrival_time, src.offset]) if (
+        not persist and src.format == "parquet") else frozenset()
+    df = normalise(raw, cfg, non_null=proven)
     if persist:
         # ``_run``: this run's own plan, so that a log persisted by an earlier reconcile in this session (same
         # files, same plan: Spark matches persisted data by plan, not by file contents) never stands in for it.

@@ -120,13 +120,19 @@ def _first_reason(checks: list[tuple[Column, Column | str]]) -> Column:
     return expr if expr is not None else F.lit(None).cast("string")
 
 
-def normalise(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
-    """Add the engine's columns (see module docstring) to a batch of raw input rows of the only source."""
-    return normalise_source(df, cfg.source, tuple(cfg.window.value_columns))
+def normalise(df: DataFrame, cfg: PipelineConfig, non_null: frozenset[str] = frozenset()) -> DataFrame:
+    """Add the engine's columns (see module docstring) to a batch of raw input rows of the only source.
+
+    ``non_null``: columns proven to hold no null (``io/footers.py``): their
+    null checks are left out, so a job that needs nothing else of them does
+    not read them.
+    """
+    return normalise_source(df, cfg.source, tuple(cfg.window.value_columns), non_null=non_null)
 
 
 def normalise_source(
-    df: DataFrame, src: SourceConfig, value_columns: tuple[str, ...], named: bool = False
+    df: DataFrame, src: SourceConfig, value_columns: tuple[str, ...], named: bool = False,
+    non_null: frozenset[str] = frozenset(),
 ) -> DataFrame:
     """Add the engine's columns to a batch of one source's raw rows.
 
@@ -140,15 +146,16 @@ def normalise_source(
     per SparkContext (``columns.memo``), not once per micro-batch.
     """
     schema = df.schema
-    key = ("normalise", schema.json(), src, value_columns, named)
-    return select_built(df, key, lambda: ["*", *_engine_columns(schema, src, value_columns, named)])
+    key = ("normalise", schema.json(), src, value_columns, named, non_null)
+    return select_built(df, key, lambda: ["*", *_engine_columns(schema, src, value_columns, named, non_null)])
 
 
 MARKER_WITHOUT_EVENT_TIME = "marker row without event_time"
 
 
 def _engine_columns(
-    schema: T.StructType, src: SourceConfig, value_columns: tuple[str, ...], named: bool
+    schema: T.StructType, src: SourceConfig, value_columns: tuple[str, ...], named: bool,
+    non_null: frozenset[str] = frozenset(),
 ) -> list[Column]:
     types = {f.name: f.dataType for f in schema.fields}
     ev_raw = F.col(src.event_time)
@@ -174,13 +181,15 @@ def _engine_columns(
         event_us.isNull(),
         F.concat(F.lit(f"unparseable event_time ({src.event_time}): "), ev_raw.cast("string")),
     ))
-    if src.partition:
+    if src.partition and src.partition not in non_null:
         checks.append((F.col(src.partition).isNull(), f"missing partition ({src.partition})"))
     arrival_us: Column = F.lit(None).cast("long")
     if src.arrival_time:
         arrival_us = time_us(F.col(src.arrival_time), types[src.arrival_time], src.unit_us)
-        checks.append((F.col(src.arrival_time).isNull(), f"missing arrival_time ({src.arrival_time})"))
-        checks.append((arrival_us.isNull(), f"unparseable arrival_time ({src.arrival_time})"))
+        # A timestamp is null in µs only when it is null; a number or a string may not parse.
+        if not (src.arrival_time in non_null and not unit_matters(types[src.arrival_time])):
+            checks.append((F.col(src.arrival_time).isNull(), f"missing arrival_time ({src.arrival_time})"))
+            checks.append((arrival_us.isNull(), f"unparseable arrival_time ({src.arrival_time})"))
     offset: Column = F.lit(None).cast("long")
     if src.offset:
         off_type = types[src.offset]
@@ -188,7 +197,8 @@ def _engine_columns(
         offset = raw_offset.cast("string").try_cast("long")
         if isinstance(off_type, _INTEGRAL):
             offset = raw_offset.cast("long")
-        checks.append((offset.isNull(), f"missing or non-integer offset ({src.offset})"))
+        if not (src.offset in non_null and isinstance(off_type, _INTEGRAL)):
+            checks.append((offset.isNull(), f"missing or non-integer offset ({src.offset})"))
     for c in value_columns:
         if c not in types:  # a value column another source has (checked per source at start)
             continue
