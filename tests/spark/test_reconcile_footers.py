@@ -1,8 +1,16 @@
-"""``lowwater reconcile`` on a Parquet log: order columns its footers prove null-free are not read, and a null
-anywhere else still makes the same dead letter as in the stream (``io/footers.py``)."""
+"""``lowwater reconcile`` on a Parquet log of sums, nothing clipped, unread or corrected: the fast path.
+
+Order columns the footers prove null-free are not read, and a null anywhere
+else still makes the same dead letter as in the stream (``io/footers.py``);
+the tally grouped and partitioned by window (``attribution.tally(by_window)``)
+gives the same comparison as the general plan, and still names a tampered
+window.
+"""
 
 from __future__ import annotations
 
+import glob
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,7 +52,7 @@ def _land(landing: Path) -> None:
         pq.write_table(table, landing / f"part-{i}.parquet")
 
 
-def test_footer_proven_columns_are_not_read_and_dead_letters_still_count(spark, tmp_path):
+def _pipeline(spark, tmp_path: Path, window: str):  # noqa: ANN001, ANN202
     landing = tmp_path / "landing"
     landing.mkdir()
     _land(landing)
@@ -52,21 +60,39 @@ def test_footer_proven_columns_are_not_read_and_dead_letters_still_count(spark, 
     cfg_path.write_text('[source]\nformat = "parquet"\npath = "landing"\nevent_time = "event_time"\n'
                         'partition = "partition"\noffset = "offset"\narrival_time = "arrival_time"\n'
                         'max_files_per_batch = 1\n[watermark]\nmax_out_of_orderness = "2s"\npartitions = [0, 1]\n'
-                        '[window]\nsize = "10s"\nkey = ["key"]\naggregations = { total = "sum(amount)" }\n'
+                        f'[window]\n{window}\nkey = ["key"]\naggregations = {{ total = "sum(amount)" }}\n'
                         '[late]\npolicy = "side_output"\n[output]\npath = "out"\n')
     cfg = load_config(cfg_path)
     engine = Engine(cfg, spark)
     engine.run(once=True)
     engine.close()
-    dead = pd.read_parquet(tmp_path / "out" / "dead_letter")
-    assert len(dead) == 2  # the stream's own verdict
+    return cfg
 
+
+def _compared(spark, cfg, monkeypatch=None) -> tuple[dict, pd.DataFrame]:  # noqa: ANN001
+    """The summary and the differing windows; with ``monkeypatch``, by the general plan (as if rows could be
+    clipped: the tally then groups by flags too and the per-window aggregation shuffles again)."""
+    if monkeypatch is not None:
+        monkeypatch.setattr(log, "may_clip", lambda _cfg: True)
     result = reconcile(spark, cfg)
-    s = result.summary
+    frame = result.frame.drop("_freed").toPandas()
     result.release()
+    if monkeypatch is not None:
+        monkeypatch.undo()
+    return result.summary, frame.sort_values(["key", "_ws"]).reset_index(drop=True)
+
+
+def test_footer_proven_columns_are_not_read_and_dead_letters_still_count(spark, tmp_path, monkeypatch):
+    cfg = _pipeline(spark, tmp_path, 'size = "10s"')
+    assert len(pd.read_parquet(tmp_path / "out" / "dead_letter")) == 2  # the stream's own verdict
+
+    s, frame = _compared(spark, cfg)
     assert s["dead_letter"] == 2 and s["rows"] == 9  # the checks of columns with nulls stayed
     assert s["unexplained"] == 0
     assert s["causes"]["too_late"] == {"rows": 1, "total": 100.0}
+    general, general_frame = _compared(spark, cfg, monkeypatch)
+    assert general == s
+    pd.testing.assert_frame_equal(general_frame, frame)
 
     # arrival_time is null-free in every footer: never read; partition and offset have nulls: read and checked.
     schema = log.input_schema(spark, cfg)
@@ -74,3 +100,29 @@ def test_footer_proven_columns_are_not_read_and_dead_letters_still_count(spark, 
     plan = the_log.select("_dead", "_event_us", "key", "amount")._jdf.queryExecution().executedPlan().toString()
     read = plan.split("ReadSchema: ", 1)[1].split(">", 1)[0]
     assert "partition" in read and "offset" in read and "arrival_time" not in read, read
+
+
+def test_hopping_windows_by_window_equal_the_general_plan_and_a_tampered_window_is_named(spark, tmp_path,
+                                                                                       monkeypatch):
+    cfg = _pipeline(spark, tmp_path, 'type = "hopping"\nsize = "10s"\nslide = "5s"')
+    s, frame = _compared(spark, cfg)
+    assert s["unexplained"] == 0
+    assert s["causes"]["too_late"] == {"rows": 2, "total": 200.0}  # one row, too late for both its windows
+    general, general_frame = _compared(spark, cfg, monkeypatch)
+    assert general == s
+    pd.testing.assert_frame_equal(general_frame, frame)
+
+    # The last step's emissions are their windows' latest: add 1 to one of their counts.
+    last = max(glob.glob(str(tmp_path / "out" / "results" / "batch_id=*")), key=lambda d: int(d.rsplit("=", 1)[1]))
+    f = next(f for f in sorted(glob.glob(f"{last}/*.parquet")) if pq.read_table(f).num_rows)
+    t = pq.read_table(f)
+    counts = t.column("count").to_pylist()
+    counts[0] += 1
+    pq.write_table(t.set_column(t.schema.get_field_index("count"), "count", pa.array(counts, pa.int64())), f)
+    for crc in glob.glob(os.path.join(last, ".*.crc")):
+        os.remove(crc)
+    row = t.slice(0, 1).to_pylist()[0]
+    s, _ = _compared(spark, cfg)
+    assert s["unexplained"] == 1
+    named = s["unexplained_windows"][0]
+    assert named["key"] == row["key"] and named["unexplained_count"] == -1

@@ -110,7 +110,7 @@ _FLAGS = ("_role", "_neg", "_clipped", "_unread", "_covered", "_late")
 _BITS = (16, 8, 4, 2, 1)
 
 
-def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
+def tally(cfg: PipelineConfig, pairs: DataFrame, by_window: bool = False) -> DataFrame:
     """Partials (``_n`` and the :func:`fields` ``_s{i}``...) per (keys, window, role, what decides the cause, match).
 
     Grouped by the flags a cause is made of (``_clipped``, ``_unread``,
@@ -118,6 +118,13 @@ def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
     tally's few rows, not on every pair. The role and flags are one int
     key, and a tumbling or hopping window is its start alone (its end
     follows): fewer, fixed-width keys for the aggregation to hash and shuffle.
+
+    ``by_window``: the caller knows that every pair of a window has the same
+    flags (nothing can be clipped, unread, corrected or matched late: the
+    common case, ``job.reconcile``). Grouped by keys and window start alone,
+    the tally comes out partitioned by window, which :func:`per_window` then
+    keeps: its aggregation runs in the tally's own tasks, with no second
+    shuffle of every window.
     """
     matched = "_lh" in pairs.columns  # else no pair is matched to late/ by hash: no copies to count
     aggs = [F.count(F.lit(1)).alias("_n"), *([F.max("_copies").alias("_copies")] if matched else [])]
@@ -131,8 +138,11 @@ def tally(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
     for bit, flag in zip(_BITS, flags, strict=True):
         packed = packed + F.when(flag, F.lit(bit)).otherwise(F.lit(0))
     sessions = cfg.window.is_session
-    grouped = pairs.groupBy(*cfg.window.key, "_ws", *(["_we"] if sessions else []), packed.alias("_flags"),
-                            *(["_lh"] if matched else [])).agg(*aggs)
+    if by_window:  # the flags are the window's (a dead letter's null window is a group of its own)
+        grouped = pairs.groupBy(*cfg.window.key, "_ws").agg(F.max(packed).alias("_flags"), *aggs)
+    else:
+        grouped = pairs.groupBy(*cfg.window.key, "_ws", *(["_we"] if sessions else []), packed.alias("_flags"),
+                                *(["_lh"] if matched else [])).agg(*aggs)
     if not matched:
         grouped = grouped.withColumn("_lh", F.lit(None).cast("long")).withColumn("_copies", F.lit(None).cast("long"))
     we = F.col("_we") if sessions else F.col("_ws") + F.lit(cfg.window.size_us)
@@ -280,7 +290,7 @@ def _outputs(cfg: PipelineConfig, types: dict[str, T.DataType], prefix: str) -> 
 
 
 def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataType], stream: DataFrame,
-               stream_aggs: list[Column]) -> DataFrame:
+               stream_aggs: list[Column], by_window: bool = False) -> DataFrame:
     """One row per (keys, window) of the log or the stream: ``t_*``, ``e_*``, the causes and the stream's fold.
 
     Plus one row with no window (``_ws`` null) holding the dead letters
@@ -289,6 +299,10 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     ``stream``: the emissions (keys, ``_ws``, ``_we`` and the results'
     columns), folded by ``stream_aggs`` (``stream.fold_aggs``) in the same
     ``groupBy`` as the tally: one shuffle of both, no join.
+
+    ``by_window``: ``tallied`` is partitioned by (keys, window start)
+    (:func:`tally`); the emissions are shuffled the same way, and Spark
+    aggregates each window where its tally rows already are.
     """
     values = cfg.window.value_columns
     rows = split(cfg, tallied)
@@ -317,6 +331,8 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     aggs += [*stream_aggs, F.count(F.col("_em")).alias("_emissions"),
              F.sum(F.when(F.col("_role") == DEAD, F.col("_n"))).alias("_dead_n"),
              F.sum(F.when(logged & F.col("_clipped"), F.col("_n"))).alias("_clipped_n")]
+    if by_window:
+        stream = stream.repartition(*cfg.window.key, "_ws")
     both = rows.unionByName(stream.withColumn("_em", F.lit(True)), allowMissingColumns=True)
     grouped = both.groupBy(*cfg.window.key, "_ws", "_we").agg(*aggs)
     present = [F.coalesce(F.col(c), F.lit(0)) > 0 for c in ("_present", "_emissions", "_dead_n")]

@@ -120,14 +120,18 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     else:
         folded, corrected = emitted_w, stream.corrected(cfg, emitted_w)
         fold_aggs = stream.fold_aggs(cfg, emitted.schema)
-    tallied = attribution.tally(cfg, _covered(spark, cfg, pairs, corrected, forms, seen))
+    # Every pair of a window has the same flags when no row can be clipped, left unread or corrected and none
+    # is matched late: the tally is then grouped (and partitioned) by window, and so is everything after it.
+    by_window = subtract and not log.may_clip(cfg) and forms.all_read() and seen is None
+    tallied = attribution.tally(cfg, _covered(spark, cfg, pairs, corrected, forms, seen), by_window)
     if taken is not None:
-        taken = _covered(spark, cfg, taken, corrected, forms, seen)
-        tallied = tallied.unionByName(attribution.as_tally(cfg, taken, tallied.schema))
+        taken = attribution.as_tally(cfg, _covered(spark, cfg, taken, corrected, forms, seen), tallied.schema)
+        tallied = tallied.unionByName(taken.repartition(*cfg.window.key, "_ws") if by_window else taken)
     tallied = attribution.causes(tallied, str(cfg.late_policy), position)
     # Every window (and the dead letters' row, no window) compared in one job, which observes the summary's
     # numbers on the way and keeps only the differing windows (persisted: the reports and --apply read them).
-    side = compare.side_by_side(cfg, attribution.per_window(cfg, tallied, types, folded, fold_aggs), position)
+    side = compare.side_by_side(cfg, attribution.per_window(cfg, tallied, types, folded, fold_aggs, by_window),
+                                position)
     in_range = _in_range(from_us, to_us)
     # Unnamed: a fresh name each run, so a frame persisted by an earlier reconcile in this session (same files,
     # same plan) can never stand in for this one's: Spark matches persisted data by plan, not by file contents.

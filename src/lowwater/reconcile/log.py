@@ -195,7 +195,7 @@ def pairs(cfg: PipelineConfig, rows: DataFrame) -> DataFrame:
     truth = _window_starts(F.col("_event_us"), w.size_us, slide, w.offset_us)
     keys = [F.when(valid, F.col(k)).alias(k) for k in cfg.window.key]
     rest = [c for c in rows.columns if c not in cfg.window.key]
-    if len(truth) == 1 and not _may_clip(cfg):  # one pair per row: a projection, no explode
+    if len(truth) == 1 and not may_clip(cfg):  # one pair per row: a projection, no explode
         return rows.select(*keys, *rest, F.when(valid, truth[0]).alias("_ws"),
                            F.when(valid, F.lit(TRUTH)).otherwise(F.lit(DEAD)).alias("_role")).withColumn(
             "_we", F.col("_ws") + F.lit(w.size_us))
@@ -204,7 +204,7 @@ def pairs(cfg: PipelineConfig, rows: DataFrame) -> DataFrame:
         return [F.struct(s.alias("ws"), F.lit(role).alias("role")) for s in starts]
 
     every = F.when(~valid, F.array(F.struct(F.lit(None).cast("long").alias("ws"), F.lit(DEAD).alias("role"))))
-    if _may_clip(cfg):
+    if may_clip(cfg):
         moved = _window_starts(F.col("_clip_us"), w.size_us, slide, w.offset_us)
         every = every.when(F.col("_clipped"), F.array(*tagged(truth, TRUTH), *tagged(moved, MOVED)))
     every = every.otherwise(F.array(*tagged(truth, TRUTH)))
@@ -213,7 +213,8 @@ def pairs(cfg: PipelineConfig, rows: DataFrame) -> DataFrame:
                       F.col("_pair.role").alias("_role")).withColumn("_we", F.col("_ws") + F.lit(w.size_us))
 
 
-def _may_clip(cfg: PipelineConfig) -> bool:
+def may_clip(cfg: PipelineConfig) -> bool:
+    """Whether a row's event time can be clipped (``max_future_skew`` with an arrival time)."""
     return cfg.source.watermark.max_future_skew_us is not None and bool(cfg.source.arrival_time)
 
 
