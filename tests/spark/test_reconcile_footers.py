@@ -86,6 +86,15 @@ def test_footer_proven_columns_are_not_read_and_dead_letters_still_count(spark, 
     cfg = _pipeline(spark, tmp_path, 'size = "10s"')
     assert len(pd.read_parquet(tmp_path / "out" / "dead_letter")) == 2  # the stream's own verdict
 
+    # A session that ran the engine lets the adaptive planner re-partition cached plans (engine.STEP_CONF), which
+    # folded reconcile's persisted comparison into one partition, one task for every window.
+    key = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
+    spark.conf.set(key, "true")
+    result = reconcile(spark, cfg)
+    assert result.frame.rdd.getNumPartitions() == int(spark.conf.get("spark.sql.shuffle.partitions")) > 1
+    assert spark.conf.get(key) == "true"  # the session's own setting, restored
+    result.release()
+
     s, frame = _compared(spark, cfg)
     assert s["dead_letter"] == 2 and s["rows"] == 9  # the checks of columns with nulls stayed
     assert s["unexplained"] == 0
