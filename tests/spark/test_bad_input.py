@@ -141,3 +141,33 @@ def test_a_decimal_sum_beyond_its_type_is_refused_in_one_line_never_wrapped(spar
     engine.close()
     got = read_output(spark, tmp_path / "out" / "results")
     assert [int(x) for x in got["total"]] == [2 * (10**37 - 1)]  # exact, 38 digits
+
+
+def test_a_nanosecond_parquet_timestamp_is_one_line_naming_the_fix(spark, tmp_path):
+    """pandas writes nanosecond timestamps by default, which Spark cannot read: inferring the schema is a
+    configuration error (exit 2 in the CLI), reading them with a given schema names the file and column."""
+    from lowwater.cli.run import unreadable_line
+    from lowwater.config import ConfigError
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    ts = pd.to_datetime([1_767_225_600 + i for i in range(3)], unit="s", utc=True)
+    pd.DataFrame({"t": ts, "k": ["a"] * 3, "v": [1.0, 2.0, 3.0]}).to_parquet(landing / "a.parquet", index=False)
+    base = ('[source]\nformat = "parquet"\npath = "landing"\nevent_time = "t"\n{schema}[window]\nsize = "10s"\n'
+            'key = ["k"]\naggregations = {{ total = "sum(v)" }}\n[output]\npath = "out"\n')
+    cfg_path = tmp_path / "p.toml"
+    cfg_path.write_text(base.format(schema=""))
+    with pytest.raises(ConfigError) as caught:
+        Engine(load_config(cfg_path), spark)
+    assert "TIMESTAMP(NANOS" in str(caught.value) and 'coerce_timestamps="us"' in str(caught.value)
+    assert str(caught.value).startswith("source.path: ") and "\n" not in str(caught.value)
+
+    cfg_path.write_text(base.format(schema='schema = "t TIMESTAMP, k STRING, v DOUBLE"\n'))
+    engine = Engine(load_config(cfg_path), spark)
+    with pytest.raises(Exception) as failed:  # noqa: PT011 - a Spark-wrapped Java error
+        engine.run(drain=True)
+    engine.close()
+    line = unreadable_line(failed.value)
+    assert line is not None and "a.parquet: column t is stored as Parquet INT64" in line and "\n" not in line, line
+    assert 'coerce_timestamps="us"' in line and "the step was not committed" in line
+    assert len(read_output(spark, tmp_path / "out" / "results")) == 0

@@ -95,6 +95,11 @@ def reconcile(
         overflow = sum_overflow(e)
         if overflow is not None:  # the batch truth's sum beyond its type: one line, nothing written
             raise _fail(f"reconcile: {overflow}", UNEXPLAINED_EXIT) from None
+        from lowwater.io.files import unreadable_parquet
+
+        unreadable = unreadable_parquet(e)
+        if unreadable is not None:  # a log file with a column Spark cannot read
+            raise _fail(f"reconcile: {unreadable}", UNEXPLAINED_EXIT) from None
         changed = edited_file(e)
         if changed is None:
             raise

@@ -67,6 +67,14 @@ def overflow_line(error: BaseException) -> str | None:
     return None if found is None else f"{found}; the step was not committed (the checkpoint holds the last one)"
 
 
+def unreadable_line(error: BaseException) -> str | None:
+    """One line for a step refused because a landed Parquet file has a column Spark cannot read."""
+    from lowwater.io.files import unreadable_parquet
+
+    found = unreadable_parquet(error)
+    return None if found is None else f"{found}; the step was not committed (the checkpoint holds the last one)"
+
+
 def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig
     """An empty landing zone and no schema: ``--once`` fails (exit 2), a continuous run waits for a file.
 
@@ -208,6 +216,7 @@ def _run(
 
         line = kafka_failure(cfg, e)  # a topic gone or a broker away: one line, not a JVM stack trace
         line = line or overflow_line(e)  # a sum beyond its type: refused, never wrapped around
+        line = line or unreadable_line(e)  # a Parquet column Spark cannot read (a nanosecond timestamp)
         if line is None:
             raise
         raise _fail(line, 1) from None

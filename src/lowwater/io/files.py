@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import json
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -100,8 +101,43 @@ def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
         reader = reader.option(k, v)
     if src.format == "csv":
         reader = reader.option("inferSchema", "true")
-    schema = reader.load(src.path).schema
+    try:
+        schema = reader.load(src.path).schema
+    except Exception as e:
+        line = unreadable_parquet(e)
+        if line is None:
+            raise
+        raise ConfigError(f"{src.key('path')}: {line}") from None
     return StructType([f for f in schema.fields if f.name != CORRUPT])
+
+
+_NANOS = ('a timestamp in nanoseconds? Spark reads micro- and milliseconds: write microseconds, e.g. pandas '
+          '`to_parquet(..., coerce_timestamps="us")` or pyarrow `write_table(..., coerce_timestamps="us")`')
+_ILLEGAL = re.compile(r"Illegal Parquet type: (.+?)\. SQLSTATE")
+_MISMATCH = re.compile(r"reading file (\S+?)\. Data type mismatches when reading Parquet column \[(.+?)\]\. "
+                       r"Expected Spark type (\S+?), actual Parquet type (\S+?)\.")
+
+
+def unreadable_parquet(error: BaseException) -> str | None:
+    """A Parquet column Spark cannot read (a nanosecond timestamp, a type other than the schema's), in one line.
+
+    pandas writes timestamps in nanoseconds by default, which Spark refuses
+    (``PARQUET_TYPE_ILLEGAL`` when inferring the schema, a type mismatch
+    naming the file and column when reading with a given schema), deep in a
+    Java stack. None: the error is something else.
+    """
+    text = " ".join(str(error).split())
+    found = _ILLEGAL.search(text)
+    if found:
+        kind = found.group(1)
+        hint = f" ({_NANOS})" if "NANOS" in kind else ""
+        return f"a Parquet file has a column of type {kind}, which Spark cannot read{hint}"
+    found = _MISMATCH.search(text)
+    if found:
+        path, column, wanted, stored = found.groups()
+        hint = f" ({_NANOS})" if wanted.startswith("timestamp") and stored == "INT64" else ""
+        return f"{path}: column {column} is stored as Parquet {stored}, which Spark cannot read as {wanted}{hint}"
+    return None
 
 
 def landing_files(path: str) -> int | None:
