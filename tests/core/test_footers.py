@@ -35,3 +35,16 @@ def test_no_statistics_a_missing_column_or_an_unreadable_footer_prove_nothing(tm
     assert null_free([good, (tmp_path / "c.parquet").as_uri()], ["offset"]) == frozenset()
     assert null_free([], ["offset"]) == frozenset()
     assert null_free([good], [None, ""]) == frozenset()  # a source without the column asks for nothing
+
+
+def test_a_partition_directory_a_remote_file_or_a_quoted_uri(tmp_path):
+    """A column that is also a ``name=value`` directory takes the directory's value: not proven. Files off the
+    local file system prove nothing. Spark's quoted URIs (a space as %20) are read."""
+    (tmp_path / "offset=3").mkdir()
+    hive = _file(tmp_path / "offset=3" / "a.parquet", [1, 2])
+    assert null_free([hive], ["offset", "key"]) == {"key"}
+    assert null_free(["s3://bucket/a.parquet"], ["offset"]) == frozenset()
+    (tmp_path / "sp ace").mkdir()
+    spaced = _file(tmp_path / "sp ace" / "a.parquet", [1])
+    assert "%20" in spaced  # as Spark lists it
+    assert null_free([spaced], ["offset"]) == {"offset"}

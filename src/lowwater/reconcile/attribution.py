@@ -38,6 +38,8 @@ a late portion and the rest, whose partials are the same value scaled
 
 from __future__ import annotations
 
+import re
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -177,7 +179,7 @@ def as_tally(cfg: PipelineConfig, pairs: DataFrame, like: T.StructType) -> DataF
     cols |= {"_ws": F.col("_ws"), "_we": F.col("_we"), "_role": F.col("_role"), **flags,
              "_lh": F.lit(None), "_copies": F.lit(None), "_n": F.lit(1)}
     cols |= {f"{f}{i}": partial(f, i) for f, i in fields(cfg)}
-    cols |= {c: partial("_a", int(c[2:])) for c in like.names if c.startswith("_a")}
+    cols |= {c: partial("_a", int(c[2:])) for c in like.names if re.fullmatch(r"_a\d+", c)}
     return pairs.select(*[cols[f.name].cast(f.dataType).alias(f.name) for f in like.fields])
 
 
@@ -243,7 +245,7 @@ def split(cfg: PipelineConfig, tallied: DataFrame) -> DataFrame:
     tf = fields(cfg)
     vtypes = {i: tallied.schema[f"_s{i}"].dataType for f, i in tf if f == "_s"}
 
-    mags = [int(c[2:]) for c in tallied.columns if c.startswith("_a")]
+    mags = [int(c[2:]) for c in tallied.columns if re.fullmatch(r"_a\d+", c)]
 
     def part(p: _Portion) -> Column:
         return F.struct(p.rows.alias("_n"), p.cause.alias("_cause"),
@@ -312,7 +314,7 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     counted = (cause.isNull() & truth) | ((cause == CODE["clipped"]) & moved)
     logged = truth & ~F.col("_neg")  # the log's own pairs (not a late/ row taken back out)
     aggs = _partial(cfg, logged, "_t")  # the truth: every row, whatever its cause
-    mags = {int(c[2:]) for c in rows.columns if c.startswith("_a")}
+    mags = {int(c[2:]) for c in rows.columns if re.fullmatch(r"_a\d+", c)}
     aggs += [F.sum(F.when(logged, F.col(f"_a{values.index(a.column)}"))).alias(f"m_{a.name}")
              for a in cfg.window.aggregations if a.func in ("sum", "avg") and values.index(a.column) in mags]
     # A window is compared when a pair is on one side: a truth pair, or a moved one the stream counted.

@@ -66,12 +66,14 @@ def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, pos
     src = cfg.source
     files = files or persist
     raw = read_batch(spark, src, schema, files=files)
-    listed = raw.inputFiles()
+    listed = scanned = raw.inputFiles()
     forms = FileForms.listed(listed, position)
     if not files and not forms.all_read():  # a file in flight: "read?" is asked of each row's file name
         raw = read_batch(spark, src, schema)
-    # Scanned once for the totals: order columns the footers prove null-free are never read (io/footers.py).
-    proven = null_free(listed, [src.partition, src.arrival_time, src.offset]) if (
+        scanned = raw.inputFiles()  # listed again: a file may have landed since
+    # Scanned once for the totals: order columns the footers of the scanned files prove null-free are never
+    # read (io/footers.py).
+    proven = null_free(scanned, [src.partition, src.arrival_time, src.offset]) if (
         not persist and src.format == "parquet") else frozenset()
     df = normalise(raw, cfg, non_null=proven)
     if persist:
