@@ -47,14 +47,10 @@ WITH_MAX = 'total = "sum(amount)", top = "max(amount)"'  # a max: late/ is match
 SUMS = 'total = "sum(amount)", mean = "avg(amount)"'  # sums only: late/ is taken out of the totals (late.as_pairs)
 
 
-def _pipeline(tmp: Path, window: str, late: str = "side_output", output: str = "", aggregations: str = WITH_MAX,
-              ) -> Path:
-    landing = tmp / "landing"
-    landing.mkdir(parents=True)
-    for i, rows in enumerate(FILES):
-        _land(landing, i, rows)
-    cfg = tmp / "pipeline.toml"
-    cfg.write_text(f"""
+def _toml(window: str, late: str = "side_output", output: str = "", aggregations: str = WITH_MAX,
+          amount: str = "DOUBLE", partitions: str = "[0, 1]", skew: str = 'max_future_skew = "30s"') -> str:
+    """The pipeline of these tests: ``FILES`` landed as JSON lines, windows by ``window``."""
+    return f"""
 [source]
 format = "jsonl"
 path = "landing"
@@ -64,12 +60,12 @@ arrival_time = "arrival_time"
 event_time = "event_time"
 time_unit = "s"
 max_files_per_batch = 1
-schema = "partition INT, offset LONG, event_time DOUBLE, arrival_time DOUBLE, key STRING, amount DOUBLE"
+schema = "partition INT, offset LONG, event_time DOUBLE, arrival_time DOUBLE, key STRING, amount {amount}"
 
 [watermark]
 max_out_of_orderness = "2s"
-partitions = [0, 1]
-max_future_skew = "30s"
+partitions = {partitions}
+{skew}
 
 [window]
 {window}
@@ -82,7 +78,17 @@ policy = "{late}"
 [output]
 path = "out"
 {output}
-""")
+"""
+
+
+def _pipeline(tmp: Path, window: str, late: str = "side_output", output: str = "", aggregations: str = WITH_MAX,
+              ) -> Path:
+    landing = tmp / "landing"
+    landing.mkdir(parents=True)
+    for i, rows in enumerate(FILES):
+        _land(landing, i, rows)
+    cfg = tmp / "pipeline.toml"
+    cfg.write_text(_toml(window, late, output, aggregations))
     run = run_cli_here(["run", str(cfg), "--once", "-q"], tmp)
     assert run.returncode == 0, run.stdout + run.stderr
     _land(landing, 9, IN_FLIGHT)  # lands after the run: in flight
@@ -379,33 +385,8 @@ def test_a_batch_sum_beyond_a_bigint_is_one_line_not_a_stack(tmp_path):
         row = {"partition": 0, "offset": i, "event_time": T0 + t, "arrival_time": T0 + a, "key": "k", "amount": v}
         (landing / f"part-{i:03d}.jsonl").write_text(json.dumps(row) + "\n")
     cfg = tmp_path / "pipeline.toml"
-    cfg.write_text("""
-[source]
-format = "jsonl"
-path = "landing"
-partition = "partition"
-offset = "offset"
-arrival_time = "arrival_time"
-event_time = "event_time"
-time_unit = "s"
-max_files_per_batch = 1
-schema = "partition INT, offset LONG, event_time DOUBLE, arrival_time DOUBLE, key STRING, amount LONG"
-
-[watermark]
-max_out_of_orderness = "2s"
-partitions = [0]
-
-[window]
-size = "10s"
-key = ["key"]
-aggregations = { total = "sum(amount)" }
-
-[late]
-policy = "side_output"
-
-[output]
-path = "out"
-""")
+    cfg.write_text(_toml('size = "10s"', aggregations='total = "sum(amount)"', amount="LONG", partitions="[0]",
+                         skew=""))
     run = run_cli_here(["run", str(cfg), "--once", "-q"], tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert len(pq.read_table(tmp_path / "out" / "late")) == 1  # the second huge row: not in the stream's sum

@@ -136,7 +136,7 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     # Unnamed: a fresh name each run, so a frame persisted by an earlier reconcile in this session (same files,
     # same plan) can never stand in for this one's: Spark matches persisted data by plan, not by file contents.
     numbers = Observation()
-    differing = _persisted(spark, side.observe(numbers, *_numbers(cfg, in_range)).filter(F.col("_differs")))
+    differing = _persisted(side.observe(numbers, *_numbers(cfg, in_range)).filter(F.col("_differs")))
     # The one job that compares: it fills the cache and writes reconcile/ (the latest comparison) on the way.
     report.write_parquet(differing.filter(in_range), report_path(cfg))
     summary = _summary(cfg, numbers.get, differing.filter(in_range), cfg.window.assigner().windows_per_row,
@@ -146,7 +146,7 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
                           {"files": forms.paths()}, [differing])
 
 
-def _persisted(spark: SparkSession, df: DataFrame) -> DataFrame:
+def _persisted(df: DataFrame) -> DataFrame:
     """``df`` persisted with its plan's own partitions (one task per core or more).
 
     A session that ran the engine has Spark's
@@ -154,13 +154,9 @@ def _persisted(spark: SparkSession, df: DataFrame) -> DataFrame:
     which the adaptive planner folded this cache into ONE partition: one task
     compared every window (10 M rows: 1.7-2.1 s instead of ~0.6 s on 2 cores).
     """
-    key = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
-    before = spark.conf.get(key)
-    spark.conf.set(key, "false")
-    try:
-        return df.persist()
-    finally:
-        spark.conf.set(key, before)
+    from lowwater.spark.session import persist_with
+
+    return persist_with(df, {"spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false"})
 
 
 def _with_late_taken_out(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, late_path: str,

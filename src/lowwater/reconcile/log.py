@@ -41,6 +41,7 @@ from lowwater.io.footers import null_free
 from lowwater.reconcile.position import StreamPosition
 from lowwater.spark.aggtypes import value_cast
 from lowwater.spark.parse import normalise
+from lowwater.spark.session import persist_with
 
 # A pair's role, as a small int (a grouping key on every pair: no strings to hash).
 TRUTH, MOVED, DEAD = 0, 1, 2
@@ -84,14 +85,9 @@ def read_log(spark: SparkSession, cfg: PipelineConfig, schema: T.StructType, pos
     if not persist:
         return df, forms
     # Uncompressed: building the compressed columnar cache of every column was the job's largest cost
-    # (10 M rows: 75.8 s -> 54.3 s for the whole reconcile, docs/performance.md). Read when the cache is defined.
-    key = "spark.sql.inMemoryColumnarStorage.compressed"
-    before = spark.conf.get(key, "true")
-    spark.conf.set(key, "false")
-    try:
-        return df.persist(StorageLevel.MEMORY_AND_DISK), forms
-    finally:
-        spark.conf.set(key, before)
+    # (10 M rows: 75.8 s -> 54.3 s for the whole reconcile, docs/performance.md).
+    return persist_with(df, {"spark.sql.inMemoryColumnarStorage.compressed": "false"},
+                        StorageLevel.MEMORY_AND_DISK), forms
 
 
 def clipped(df: DataFrame, cfg: PipelineConfig) -> DataFrame:

@@ -15,7 +15,8 @@ import sys
 import threading
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
 
 from lowwater.config import SparkConfig
 
@@ -86,3 +87,17 @@ def get_spark(cfg: SparkConfig | None = None, quiet: bool = False, jars: list[st
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def persist_with(df: DataFrame, settings: dict[str, str], level: StorageLevel | None = None) -> DataFrame:
+    """``df.persist(level)`` with ``settings`` in force while Spark defines the cache (it reads them then), the
+    session's own values restored after."""
+    conf = df.sparkSession.conf
+    before = {k: conf.get(k) for k in settings}
+    for k, v in settings.items():
+        conf.set(k, v)
+    try:
+        return df.persist(level) if level is not None else df.persist()
+    finally:
+        for k, v in before.items():
+            conf.set(k, v)
