@@ -221,8 +221,9 @@ def _run(
             raise
         raise _fail(line, 1) from None
     if signals.signum is not None:
-        _say(f"stopped by {signal.Signals(signals.signum).name}: the checkpoint holds step {manifest.step} "
-             "(a step in flight was not committed); run the same command to resume")
+        held = f"the checkpoint holds step {manifest.step}" if manifest.step >= 0 else "no step was committed yet"
+        _say(f"stopped by {signal.Signals(signals.signum).name}: {held} (a step in flight was not committed); "
+             "run the same command to resume")
         raise typer.Exit(128 + signals.signum)
     if board is not None:  # a run stopped by a signal does not wait for another one
         _keep_serving(board, cfg.output.path, wait=signals.signum is None)
