@@ -88,7 +88,7 @@ def test_bad_rows_empty_files_and_vanished_files_never_stop_the_run(spark, tmp_p
 
 def test_a_bigint_sum_beyond_its_range_is_refused_in_one_line_never_wrapped(spark, tmp_path):
     """Arrow's int64 sum wraps around silently: the step is refused with one line naming the column instead."""
-    from lowwater.cli.run import overflow_line
+    from lowwater.cli.run import refused_line
 
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -104,7 +104,7 @@ def test_a_bigint_sum_beyond_its_range_is_refused_in_one_line_never_wrapped(spar
     with pytest.raises(Exception) as caught:  # noqa: PT011 - a Spark-wrapped Python error
         engine.run(drain=True)
     engine.close()
-    line = overflow_line(caught.value)
+    line = refused_line(caught.value)
     assert line is not None and "sum(v)" in line and "DECIMAL" in line and "\n" not in line, line
     emitted = read_output(spark, tmp_path / "out" / "results")
     assert len(emitted) == 0  # nothing wrapped was written
@@ -113,7 +113,7 @@ def test_a_bigint_sum_beyond_its_range_is_refused_in_one_line_never_wrapped(spar
 def test_a_decimal_sum_beyond_its_type_is_refused_in_one_line_never_wrapped(spark, tmp_path):
     """Arrow's decimal128 sum wraps past 2^127 (3 x 9.9e37 gave -4.0e37, exit 0): refused in one line instead;
     a window whose sum fits is summed exactly."""
-    from lowwater.cli.run import overflow_line
+    from lowwater.cli.run import refused_line
 
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -128,7 +128,7 @@ def test_a_decimal_sum_beyond_its_type_is_refused_in_one_line_never_wrapped(spar
     with pytest.raises(Exception) as caught:  # noqa: PT011 - a Spark-wrapped Python error
         engine.run(drain=True)
     engine.close()
-    line = overflow_line(caught.value)
+    line = refused_line(caught.value)
     assert line is not None and "sum(v)" in line and "DECIMAL(38,0)" in line and "\n" not in line, line
     assert len(read_output(spark, tmp_path / "out" / "results")) == 0  # nothing wrapped was written
     (landing / "a.jsonl").write_text("".join(json.dumps({"t": 1_767_225_600 + i, "k": "b", "v": "9" * 37}) + "\n"
@@ -146,7 +146,7 @@ def test_a_decimal_sum_beyond_its_type_is_refused_in_one_line_never_wrapped(spar
 def test_a_nanosecond_parquet_timestamp_is_one_line_naming_the_fix(spark, tmp_path):
     """pandas writes nanosecond timestamps by default, which Spark cannot read: inferring the schema is a
     configuration error (exit 2 in the CLI), reading them with a given schema names the file and column."""
-    from lowwater.cli.run import unreadable_line
+    from lowwater.cli.run import refused_line
     from lowwater.config import ConfigError
 
     landing = tmp_path / "landing"
@@ -167,7 +167,7 @@ def test_a_nanosecond_parquet_timestamp_is_one_line_naming_the_fix(spark, tmp_pa
     with pytest.raises(Exception) as failed:  # noqa: PT011 - a Spark-wrapped Java error
         engine.run(drain=True)
     engine.close()
-    line = unreadable_line(failed.value)
+    line = refused_line(failed.value)
     assert line is not None and "a.parquet: column t is stored as Parquet INT64" in line and "\n" not in line, line
     assert 'coerce_timestamps="us"' in line and "the step was not committed" in line
     assert len(read_output(spark, tmp_path / "out" / "results")) == 0

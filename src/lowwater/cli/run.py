@@ -59,19 +59,16 @@ class _Signals:
             self.engine.request_stop(now=again)
 
 
-def overflow_line(error: BaseException) -> str | None:
-    """One line for a step refused because a sum left its type (nothing of the step was committed)."""
+def refused_line(error: BaseException) -> str | None:
+    """One line for a step refused for its data (nothing of it was committed; None: another error).
+
+    A sum beyond its type (refused, never wrapped around: ``cli/app.sum_overflow``), or a landed Parquet file
+    with a column Spark cannot read, such as a nanosecond timestamp (``io/files.unreadable_parquet``).
+    """
     from lowwater.cli.app import sum_overflow
-
-    found = sum_overflow(error)
-    return None if found is None else f"{found}; the step was not committed (the checkpoint holds the last one)"
-
-
-def unreadable_line(error: BaseException) -> str | None:
-    """One line for a step refused because a landed Parquet file has a column Spark cannot read."""
     from lowwater.io.files import unreadable_parquet
 
-    found = unreadable_parquet(error)
+    found = sum_overflow(error) or unreadable_parquet(error)
     return None if found is None else f"{found}; the step was not committed (the checkpoint holds the last one)"
 
 
@@ -215,8 +212,7 @@ def _run(
         from lowwater.io.kafka import kafka_failure
 
         line = kafka_failure(cfg, e)  # a topic gone or a broker away: one line, not a JVM stack trace
-        line = line or overflow_line(e)  # a sum beyond its type: refused, never wrapped around
-        line = line or unreadable_line(e)  # a Parquet column Spark cannot read (a nanosecond timestamp)
+        line = line or refused_line(e)  # a sum beyond its type, a Parquet column Spark cannot read
         if line is None:
             raise
         raise _fail(line, 1) from None
