@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lowwater.config import load_config
-from lowwater.reconcile import log
+from lowwater.reconcile import log, report
 from lowwater.reconcile.job import reconcile
 from lowwater.reconcile.position import stream_position
 from lowwater.spark.engine import Engine
@@ -90,10 +90,27 @@ def test_footer_proven_columns_are_not_read_and_dead_letters_still_count(spark, 
     # folded reconcile's persisted comparison into one partition, one task for every window.
     key = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
     spark.conf.set(key, "true")
+    # Reconcile's jobs run without Spark's small "fast" aggregation map (job.JOB_CONF), the session's own
+    # setting restored after, also when a job fails.
+    two_level = "spark.sql.codegen.aggregate.map.twolevel.enabled"
+    spark.conf.set(two_level, "true")
+    in_force, write = [], report.write_parquet
+
+    def spy(frame, path) -> None:  # noqa: ANN001
+        in_force.append(spark.conf.get(two_level))
+        write(frame, path)
+
+    monkeypatch.setattr(report, "write_parquet", spy)
     result = reconcile(spark, cfg)
     assert result.frame.rdd.getNumPartitions() == int(spark.conf.get("spark.sql.shuffle.partitions")) > 1
     assert spark.conf.get(key) == "true"  # the session's own setting, restored
+    assert in_force == ["false"] and spark.conf.get(two_level) == "true"
     result.release()
+    monkeypatch.setattr(report, "write_parquet", lambda frame, path: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        reconcile(spark, cfg)
+    assert spark.conf.get(two_level) == "true"
+    monkeypatch.undo()
 
     s, frame = _compared(spark, cfg)
     assert s["dead_letter"] == 2 and s["rows"] == 9  # the checks of columns with nulls stayed

@@ -235,12 +235,14 @@ def _portions(cfg: PipelineConfig) -> list[_Portion]:
     return [_Portion(late_rows, F.col("_cl"), F.lit(False)), _Portion(rest, F.col("_cn"), neg)]
 
 
-def split(cfg: PipelineConfig, tallied: DataFrame) -> DataFrame:
+def split(cfg: PipelineConfig, tallied: DataFrame, marked: bool = True) -> DataFrame:
     """Each tally row as its late portion (cause ``_cl``) and the rest (cause ``_cn``): one ``_cause`` per row.
 
     A projection (and an ``explode`` of two) over the small tally, so the
     per-window aggregate reads one cause per row: half the expressions to
-    plan, compile and run.
+    plan, compile and run. ``marked=False``: no row is marked late (the
+    log's own pairs when ``late/`` is taken out apart), so each row is its rest
+    alone: a projection, no ``explode``.
     """
     tf = fields(cfg)
     vtypes = {i: tallied.schema[f"_s{i}"].dataType for f, i in tf if f == "_s"}
@@ -253,11 +255,14 @@ def split(cfg: PipelineConfig, tallied: DataFrame) -> DataFrame:
                         *[p.value("_a", i, T.DoubleType()).alias(f"_a{i}") for i in mags])
 
     late, rest = _portions(cfg)
+    keep = [*cfg.window.key, "_ws", "_we", "_role", "_neg", "_clipped"]
+    if not marked:
+        return tallied.select(*keep, part(rest).alias("_p")).select(*keep, "_p.*")
     # Always both (a portion of no rows is filtered out): an explode of a plain array is generated code; one
     # chosen per row by a ``when`` built an array object per row (1.1 s of 10 M rows' 500,000 windows).
     both = F.array(part(late), part(rest))
-    out = tallied.select(*cfg.window.key, "_ws", "_we", "_role", "_neg", "_clipped", F.explode(both).alias("_p"))
-    return out.select(*cfg.window.key, "_ws", "_we", "_role", "_neg", "_clipped", "_p.*").filter(F.col("_n") != 0)
+    out = tallied.select(*keep, F.explode(both).alias("_p"))
+    return out.select(*keep, "_p.*").filter(F.col("_n") != 0)
 
 
 def _partial(cfg: PipelineConfig, cond: Column, prefix: str) -> list[Column]:
@@ -292,7 +297,8 @@ def _outputs(cfg: PipelineConfig, types: dict[str, T.DataType], prefix: str) -> 
 
 
 def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataType], stream: DataFrame,
-               stream_aggs: list[Column], by_window: bool = False) -> DataFrame:
+               stream_aggs: list[Column], by_window: bool = False, taken: DataFrame | None = None,
+               marked: bool = True) -> DataFrame:
     """One row per (keys, window) of the log or the stream: ``t_*``, ``e_*``, the causes and the stream's fold.
 
     Plus one row with no window (``_ws`` null) holding the dead letters
@@ -305,9 +311,16 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     ``by_window``: ``tallied`` is partitioned by (keys, window start)
     (:func:`tally`); the emissions are shuffled the same way, and Spark
     aggregates each window where its tally rows already are.
+
+    ``taken``: ``late/``'s rows taken back out, as tally rows with their causes
+    (``as_tally``, then :func:`causes`; partitioned like ``tallied`` when
+    ``by_window``); ``marked=False``: no row of ``tallied`` is marked late
+    (:func:`split`).
     """
     values = cfg.window.value_columns
-    rows = split(cfg, tallied)
+    rows = split(cfg, tallied, marked)
+    if taken is not None:
+        rows = rows.unionByName(split(cfg, taken))
     truth, moved = F.col("_role") == TRUTH, F.col("_role") == MOVED
     sign = F.when(truth, F.lit(1)).otherwise(F.lit(-1))
     cause = F.col("_cause")

@@ -23,9 +23,16 @@ from lowwater.core.reconcile import CAUSES
 from lowwater.reconcile import attribution, compare, late, log, report, stream
 from lowwater.reconcile.apply import covered_files
 from lowwater.reconcile.position import StreamPosition, stream_position
+from lowwater.spark.session import persist_with, settings_in_force
 from lowwater.time import format_ts
 
 LARGEST = 10
+
+# Spark settings for reconcile's own jobs (restored after it). Spark's partial aggregation first tries a small
+# row-based "fast" hash map (2^16 groups) in front of its main one; a 10 M-row log has ~250,000 windows per
+# scan task, so the small map is full after the first rows and every later row pays a failed lookup in it
+# before the main map's (measured: the scan + tally stage ~15 % faster without it, docs/performance.md).
+JOB_CONF = {"spark.sql.codegen.aggregate.map.twolevel.enabled": "false"}
 
 
 @dataclass
@@ -80,8 +87,13 @@ def emissions(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
 def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = None,
               to_us: int | None = None) -> Reconciliation:
     """Compare every window (with ``from_us <= window_start`` and ``window_end <= to_us``), write the differing
-    ones to ``reconcile/`` and summarise."""
+    ones to ``reconcile/`` and summarise (every job with :data:`JOB_CONF` in force)."""
     check_supported(cfg)
+    with settings_in_force(spark, JOB_CONF):
+        return _reconcile(spark, cfg, from_us, to_us)
+
+
+def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to_us: int | None) -> Reconciliation:
     position = stream_position(spark, cfg)
     schema = log.input_schema(spark, cfg)
     emitted = emissions(spark, cfg)
@@ -126,12 +138,14 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
     tallied = attribution.tally(cfg, _covered(spark, cfg, pairs, corrected, forms, seen), by_window)
     if taken is not None:
         taken = attribution.as_tally(cfg, _covered(spark, cfg, taken, corrected, forms, seen), tallied.schema)
-        tallied = tallied.unionByName(taken.repartition(*cfg.window.key, "_ws") if by_window else taken)
+        taken = attribution.causes(taken.repartition(*cfg.window.key, "_ws") if by_window else taken,
+                                   str(cfg.late_policy), position)
     tallied = attribution.causes(tallied, str(cfg.late_policy), position)
     # Every window (and the dead letters' row, no window) compared in one job, which observes the summary's
     # numbers on the way and keeps only the differing windows (persisted: the reports and --apply read them).
-    side = compare.side_by_side(cfg, attribution.per_window(cfg, tallied, types, folded, fold_aggs, by_window),
-                                position)
+    per_window = attribution.per_window(cfg, tallied, types, folded, fold_aggs, by_window, taken,
+                                        marked=not subtract)
+    side = compare.side_by_side(cfg, per_window, position)
     in_range = _in_range(from_us, to_us)
     # Unnamed: a fresh name each run, so a frame persisted by an earlier reconcile in this session (same files,
     # same plan) can never stand in for this one's: Spark matches persisted data by plan, not by file contents.
@@ -154,8 +168,6 @@ def _persisted(df: DataFrame) -> DataFrame:
     which the adaptive planner folded this cache into ONE partition: one task
     compared every window (10 M rows: 1.7-2.1 s instead of ~0.6 s on 2 cores).
     """
-    from lowwater.spark.session import persist_with
-
     return persist_with(df, {"spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false"})
 
 

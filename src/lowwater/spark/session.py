@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark import StorageLevel
@@ -89,15 +91,26 @@ def get_spark(cfg: SparkConfig | None = None, quiet: bool = False, jars: list[st
     return spark
 
 
-def persist_with(df: DataFrame, settings: dict[str, str], level: StorageLevel | None = None) -> DataFrame:
-    """``df.persist(level)`` with ``settings`` in force while Spark defines the cache (it reads them then), the
-    session's own values restored after."""
-    conf = df.sparkSession.conf
+@contextmanager
+def settings_in_force(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` on the session for the ``with`` block (a job that plans and runs inside it), the session's
+    own values restored after, whatever happens."""
+    conf = spark.conf
     before = {k: conf.get(k) for k in settings}
     for k, v in settings.items():
         conf.set(k, v)
     try:
-        return df.persist(level) if level is not None else df.persist()
+        yield
     finally:
         for k, v in before.items():
-            conf.set(k, v)
+            if v is None:  # a setting with no default that the session did not have
+                conf.unset(k)
+            else:
+                conf.set(k, v)
+
+
+def persist_with(df: DataFrame, settings: dict[str, str], level: StorageLevel | None = None) -> DataFrame:
+    """``df.persist(level)`` with ``settings`` in force while Spark defines the cache (it reads them then), the
+    session's own values restored after."""
+    with settings_in_force(df.sparkSession, settings):
+        return df.persist(level) if level is not None else df.persist()
