@@ -23,16 +23,23 @@ from lowwater.core.reconcile import CAUSES
 from lowwater.reconcile import attribution, compare, late, log, report, stream
 from lowwater.reconcile.apply import covered_files
 from lowwater.reconcile.position import StreamPosition, stream_position
-from lowwater.spark.session import persist_with, settings_in_force
+from lowwater.spark.session import settings_in_force
 from lowwater.time import format_ts
 
 LARGEST = 10
 
-# Spark settings for reconcile's own jobs (restored after it). Spark's partial aggregation first tries a small
-# row-based "fast" hash map (2^16 groups) in front of its main one; a 10 M-row log has ~250,000 windows per
-# scan task, so the small map is full after the first rows and every later row pays a failed lookup in it
-# before the main map's (10 M rows: the scan + tally stage's task CPU 4.8-6.1 s -> 3.7 s, docs/performance.md).
-JOB_CONF = {"spark.sql.codegen.aggregate.map.twolevel.enabled": "false"}
+# Spark settings for reconcile's own jobs (the session's own restored after it):
+JOB_CONF = {
+    # Spark's partial aggregation first tries a small row-based "fast" hash map (2^16 groups) in front of its
+    # main one; a 10 M-row log has ~250,000 windows per scan task, so the small map is full after the first
+    # rows and every later row pays a failed lookup in it before the main map's (10 M rows: the scan + tally
+    # stage's task CPU 4.8-6.1 s -> 3.7 s, docs/performance.md).
+    "spark.sql.codegen.aggregate.map.twolevel.enabled": "false",
+    # A session that ran the engine has this on (``engine.STEP_CONF``): the adaptive planner then folded the
+    # persisted comparison into ONE partition, one task comparing every window (10 M rows: 1.7-2.1 s instead
+    # of ~0.6 s on 2 cores). Read when the comparison is persisted.
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false",
+}
 
 
 @dataclass
@@ -135,12 +142,13 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
     # Every pair of a window has the same flags when no row can be clipped, left unread or corrected and none
     # is matched late: the tally is then grouped (and partitioned) by window, and so is everything after it.
     by_window = subtract and not log.may_clip(cfg) and forms.all_read() and seen is None
+    policy = str(cfg.late_policy)
     tallied = attribution.tally(cfg, _covered(spark, cfg, pairs, corrected, forms, seen), by_window)
     if taken is not None:
         taken = attribution.as_tally(cfg, _covered(spark, cfg, taken, corrected, forms, seen), tallied.schema)
-        taken = attribution.causes(taken.repartition(*cfg.window.key, "_ws") if by_window else taken,
-                                   str(cfg.late_policy), position)
-    tallied = attribution.causes(tallied, str(cfg.late_policy), position)
+        taken = attribution.causes(taken.repartition(*cfg.window.key, "_ws") if by_window else taken, policy,
+                                   position)
+    tallied = attribution.causes(tallied, policy, position)
     # Every window (and the dead letters' row, no window) compared in one job, which observes the summary's
     # numbers on the way and keeps only the differing windows (persisted: the reports and --apply read them).
     per_window = attribution.per_window(cfg, tallied, types, folded, fold_aggs, by_window, taken,
@@ -150,7 +158,7 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
     # Unnamed: a fresh name each run, so a frame persisted by an earlier reconcile in this session (same files,
     # same plan) can never stand in for this one's: Spark matches persisted data by plan, not by file contents.
     numbers = Observation()
-    differing = _persisted(side.observe(numbers, *_numbers(cfg, in_range)).filter(F.col("_differs")))
+    differing = side.observe(numbers, *_numbers(cfg, in_range)).filter(F.col("_differs")).persist()
     # The one job that compares: it fills the cache and writes reconcile/ (the latest comparison) on the way.
     report.write_parquet(differing.filter(in_range), report_path(cfg))
     summary = _summary(cfg, numbers.get, differing.filter(in_range), cfg.window.assigner().windows_per_row,
@@ -158,17 +166,6 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
     the_log.unpersist()
     return Reconciliation(differing.filter(in_range), summary, position, emitted,
                           {"files": forms.paths()}, [differing])
-
-
-def _persisted(df: DataFrame) -> DataFrame:
-    """``df`` persisted with its plan's own partitions (one task per core or more).
-
-    A session that ran the engine has Spark's
-    ``canChangeCachedPlanOutputPartitioning`` on (``engine.STEP_CONF``), with
-    which the adaptive planner folded this cache into ONE partition: one task
-    compared every window (10 M rows: 1.7-2.1 s instead of ~0.6 s on 2 cores).
-    """
-    return persist_with(df, {"spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false"})
 
 
 def _with_late_taken_out(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, late_path: str,
