@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lowwater.config import load_config
+from lowwater.config import ConfigError, load_config
 from lowwater.reconcile import log, report
 from lowwater.reconcile.job import reconcile
 from lowwater.reconcile.position import stream_position
@@ -126,6 +126,14 @@ def test_footer_proven_columns_are_not_read_and_dead_letters_still_count(spark, 
     plan = the_log.select("_dead", "_event_us", "key", "amount")._jdf.queryExecution().executedPlan().toString()
     read = plan.split("ReadSchema: ", 1)[1].split(">", 1)[0]
     assert "partition" in read and "offset" in read and "arrival_time" not in read, read
+
+    # A configuration the outputs were not computed with is refused, as the run refuses it: compared anyway,
+    # every window would differ and be called unexplained.
+    changed = tmp_path / "changed.toml"
+    changed.write_text((tmp_path / "p.toml").read_text().replace('size = "10s"', 'size = "20s"'))
+    with pytest.raises(ConfigError, match=r"^window\.size: changed from '10s' to '20s' since this checkpoint was "
+                                          r"started; the pipeline's outputs were computed with the old value"):
+        reconcile(spark, load_config(changed))
 
 
 def test_hopping_windows_by_window_equal_the_general_plan_and_a_tampered_window_is_named(spark, tmp_path,

@@ -159,6 +159,25 @@ def differences(saved: dict[str, str], current: dict[str, str]) -> list[str]:
     return [k for k, v in current.items() if k in saved and saved[k] != v]
 
 
+def _saved(fs: TextFiles, path: str, cfg: PipelineConfig) -> dict[str, str]:
+    try:
+        return json.loads(fs.read_text(path))["keys"]
+    except (ValueError, KeyError, TypeError):
+        msg = f"output.checkpoint: {path} is damaged (not a lowwater fingerprint); {start_fresh(cfg)}"
+        raise ConfigError(msg) from None
+
+
+def _refuse_changes(saved: dict[str, str], current: dict[str, str], what: str, advice: str) -> None:
+    """One line naming the first changed key, its old and new values, and ``advice``."""
+    changed = differences(saved, current)
+    if changed:
+        key = changed[0]
+        more = f" (also changed: {', '.join(changed[1:])})" if len(changed) > 1 else ""
+        msg = (f"{key}: changed from {saved[key]!r} to {current[key]!r} since this checkpoint was started{more}; "
+               f"{what} computed with the old value; {advice}")
+        raise ConfigError(msg)
+
+
 def check_fingerprint(fs: TextFiles, lw_dir: str, cfg: PipelineConfig, current: dict[str, str], started: bool) -> None:
     """Refuse an incompatible change of a started checkpoint; store the fingerprint otherwise.
 
@@ -173,24 +192,23 @@ def check_fingerprint(fs: TextFiles, lw_dir: str, cfg: PipelineConfig, current: 
                         "run's configuration; later changes are checked against it", cfg.output.checkpoint)
         fs.write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=True))
         return
-    try:
-        saved = json.loads(fs.read_text(path))["keys"]
-    except (ValueError, KeyError, TypeError):
-        msg = f"output.checkpoint: {path} is damaged (not a lowwater fingerprint); {start_fresh(cfg)}"
-        raise ConfigError(msg) from None
-    changed = differences(saved, current)
-    if changed:
-        key = changed[0]
-        more = f" (also changed: {', '.join(changed[1:])})" if len(changed) > 1 else ""
-        msg = (f"{key}: changed from {saved[key]!r} to {current[key]!r} since this checkpoint was started{more}; "
-               f"its state and outputs were computed with the old value; {start_fresh(cfg)}")
-        raise ConfigError(msg)
+    saved = _saved(fs, path, cfg)
+    _refuse_changes(saved, current, "its state and outputs were", start_fresh(cfg))
     added = [k for k in current if k not in saved]
     if added:  # a newer lowwater fingerprints more: record the new keys as they are now
         log.warning("%s: recording fingerprint keys this checkpoint did not have: %s",
                     cfg.output.checkpoint, ", ".join(added))
         fs.write_text_atomic(path, json.dumps({"version": FINGERPRINT_VERSION, "keys": {**saved, **current}},
                                               indent=2, sort_keys=True))
+
+
+def check_outputs_match(fs: TextFiles, lw_dir: str, current: dict[str, str], cfg: PipelineConfig) -> None:
+    """For a job that reads a pipeline's outputs (``reconcile``): refuse a configuration that differs from the
+    one they were computed with, read-only (a checkpoint with no fingerprint yet has nothing to compare)."""
+    path = f"{lw_dir.rstrip('/')}/{FINGERPRINT_FILE}"
+    if fs.exists(path):
+        _refuse_changes(_saved(fs, path, cfg), current, "the pipeline's outputs were",
+                        "use the configuration the stream runs with")
 
 
 def admit_after_drain(cfg: PipelineConfig, rows: int, after_drain: bool) -> None:

@@ -20,9 +20,11 @@ from pyspark.sql import types as T
 
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.core.reconcile import CAUSES
+from lowwater.io.checkpoint import check_outputs_match, fingerprint
 from lowwater.reconcile import attribution, compare, late, log, report, stream
 from lowwater.reconcile.apply import covered_files
 from lowwater.reconcile.position import StreamPosition, stream_position
+from lowwater.spark.fs import HadoopFS
 from lowwater.spark.session import settings_in_force
 from lowwater.time import format_ts
 
@@ -103,6 +105,10 @@ def reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None = No
 def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to_us: int | None) -> Reconciliation:
     position = stream_position(spark, cfg)
     schema = log.input_schema(spark, cfg)
+    # The outputs were computed with one configuration: another one would compare different windows and call
+    # every difference unexplained (the engine refuses a changed configuration the same way, io/checkpoint.py).
+    check_outputs_match(HadoopFS(spark), f"{cfg.output.checkpoint.rstrip('/')}/lowwater",
+                        fingerprint(cfg, schema.simpleString()), cfg)
     emitted = emissions(spark, cfg)
     types = {f.name: f.dataType for f in schema.fields}
     inputs = log.input_columns(schema)
