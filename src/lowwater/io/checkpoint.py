@@ -7,6 +7,8 @@ mix two pipelines in one set of outputs, silently. So the first run stores a
 ...), each rendered as a string -- in ``<checkpoint>/lowwater/fingerprint.json``,
 and every later run compares its own key by key: a change refuses with one
 line naming the key, its old and new values and how to start fresh.
+``lowwater reconcile`` reads the same fingerprint (:func:`check_outputs_match`)
+and refuses a configuration the outputs were not computed with.
 
 Only what shapes state and outputs is fingerprinted (:func:`fingerprint`):
 the source (format, path, schema, column roles, time unit), the watermark
@@ -202,7 +204,7 @@ def check_fingerprint(fs: TextFiles, lw_dir: str, cfg: PipelineConfig, current: 
                                               indent=2, sort_keys=True))
 
 
-def check_outputs_match(fs: TextFiles, lw_dir: str, current: dict[str, str], cfg: PipelineConfig) -> None:
+def check_outputs_match(fs: TextFiles, lw_dir: str, cfg: PipelineConfig, current: dict[str, str]) -> None:
     """For a job that reads a pipeline's outputs (``reconcile``): refuse a configuration that differs from the
     one they were computed with, read-only (a checkpoint with no fingerprint yet has nothing to compare)."""
     path = f"{lw_dir.rstrip('/')}/{FINGERPRINT_FILE}"

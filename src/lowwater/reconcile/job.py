@@ -107,8 +107,8 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
     schema = log.input_schema(spark, cfg)
     # The outputs were computed with one configuration: another one would compare different windows and call
     # every difference unexplained (the engine refuses a changed configuration the same way, io/checkpoint.py).
-    check_outputs_match(HadoopFS(spark), f"{cfg.output.checkpoint.rstrip('/')}/lowwater",
-                        fingerprint(cfg, schema.simpleString()), cfg)
+    check_outputs_match(HadoopFS(spark), f"{cfg.output.checkpoint.rstrip('/')}/lowwater", cfg,
+                        fingerprint(cfg, schema.simpleString()))
     emitted = emissions(spark, cfg)
     types = {f.name: f.dataType for f in schema.fields}
     inputs = log.input_columns(schema)
