@@ -1,10 +1,11 @@
-"""``spark/session.settings_in_force``: a job's own Spark settings, the session's values back after it."""
+"""``spark/session``: a job's own Spark settings (the session's values back after it); a new session's settings."""
 
 from __future__ import annotations
 
 import pytest
 
-from lowwater.spark.session import settings_in_force
+from lowwater.config import SparkConfig
+from lowwater.spark.session import session_conf, settings_in_force
 
 pytestmark = pytest.mark.spark
 
@@ -20,3 +21,16 @@ def test_settings_are_in_force_inside_and_the_sessions_own_are_back_after_even_o
         _ = 1 / 0
     assert spark.conf.get(SET) == "true"
     assert spark.conf.get(UNSET, None) is None  # unset again, not set to a value it never had
+
+
+def test_a_users_driver_java_options_come_after_lowwaters_log_configuration_not_in_its_place(spark):
+    opts = "-XX:+UseSerialGC -Dlog4j2.configurationFile=file:/mine.properties"
+    conf = session_conf(SparkConfig(master="local[1]", conf={"spark.driver.extraJavaOptions": opts,
+                                                              "spark.jars": "a.jar"}), jars=["kafka.jar"])
+    ours, theirs = conf["spark.driver.extraJavaOptions"].split(" ", 1)
+    assert ours.startswith("-Dlog4j2.configurationFile=file:") and ours.endswith("/log4j2.properties")
+    assert theirs == opts  # later on the command line: the user's log configuration, if any, wins
+    assert conf["spark.jars"] == "a.jar,kafka.jar" and conf["spark.master"] == "local[1]"
+    assert session_conf(SparkConfig())["spark.driver.extraJavaOptions"] == ours  # nothing of the user's: ours alone
+    # The tests' own session started this way: lowwater's log configuration is on its driver (after Spark's flags).
+    assert spark.sparkContext.getConf().get("spark.driver.extraJavaOptions").endswith(" " + ours)

@@ -72,15 +72,7 @@ def get_spark(cfg: SparkConfig | None = None, quiet: bool = False, jars: list[st
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    conf = dict(DEFAULT_CONF)
-    log4j = Path(__file__).with_name("log4j2.properties")
-    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
-    conf["spark.sql.shuffle.partitions"] = str(cfg.shuffle_partitions)
-    conf.update(cfg.conf)
-    if jars:
-        conf["spark.jars"] = ",".join([j for j in conf.get("spark.jars", "").split(",") if j] + list(jars))
-    conf["spark.master"] = cfg.master
-    conf["spark.app.name"] = cfg.app_name
+    conf = session_conf(cfg, jars)
     if quiet:
         _launch_quiet_gateway(conf)
     builder = SparkSession.builder
@@ -89,6 +81,27 @@ def get_spark(cfg: SparkConfig | None = None, quiet: bool = False, jars: list[st
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def session_conf(cfg: SparkConfig, jars: list[str] | None = None) -> dict[str, str]:
+    """The settings a new session starts with: lowwater's defaults, then the user's ``[spark] conf``.
+
+    The user's ``spark.driver.extraJavaOptions`` is appended to lowwater's log
+    configuration, not put in its place (which silently dropped lowwater's
+    errors-only logging); a ``-Dlog4j2.configurationFile`` of the user's comes
+    later on the command line and wins.
+    """
+    conf = dict(DEFAULT_CONF)
+    log4j = Path(__file__).with_name("log4j2.properties")
+    conf["spark.sql.shuffle.partitions"] = str(cfg.shuffle_partitions)
+    conf.update(cfg.conf)
+    conf["spark.driver.extraJavaOptions"] = " ".join(
+        [f"-Dlog4j2.configurationFile=file:{log4j}", *filter(None, [cfg.conf.get("spark.driver.extraJavaOptions")])])
+    if jars:
+        conf["spark.jars"] = ",".join([j for j in conf.get("spark.jars", "").split(",") if j] + list(jars))
+    conf["spark.master"] = cfg.master
+    conf["spark.app.name"] = cfg.app_name
+    return conf
 
 
 @contextmanager
