@@ -80,6 +80,8 @@ def test_spark_conf_dotted_keys(tmp_path):
         (('total = "sum(amount)"', 'total = "median(amount)"'), "window.aggregations.total"),
         (("[spark]", "[sparks]"), "unknown section [sparks]"),
         (('arrival_time = "arrival_time" # optional', ""), "watermark.idle_timeout: needs source.arrival_time"),
+        # results/ would hold two columns of that name
+        (('key = ["key"]', 'key = ["key", "kind"]'), "window.key: 'kind' is the name of a column results/ adds"),
     ],
 )
 def test_errors_name_the_key(tmp_path, change, message):
@@ -355,6 +357,15 @@ def test_check_columns(tmp_path):
         check_columns(single, {"default": ["event_time", "offset", "arrival_time", "key", "amount"]})
     with pytest.raises(ConfigError, match="^window.aggregations: column 'amount' not found in the input"):
         check_columns(single, {"default": ["event_time", "partition", "offset", "arrival_time", "key"]})
+    # An input column with the name of one late/ and dead_letter/ add: refused, not a crash when they are written.
+    cols = ["event_time", "partition", "offset", "arrival_time", "key", "amount"]
+    for own in ("watermark", "window_start", "window_end", "reason", "source_file", "raw"):
+        with pytest.raises(ConfigError, match=f"^source: the input has a column named '{own}', which late/ and "
+                                              "dead_letter/ add to each row's own columns"):
+            check_columns(single, {"default": [*cols, own]})
+    check_columns(single, {"default": [*cols, "reasons"]})
+    with pytest.raises(ConfigError, match="^source: source 'radar' has a column named 'reason'"):
+        check_columns(cfg, {"radar": [*radar, "user", "reason"]})
 
 
 # Computed with the code before the split into a package (lowwater 0.x, issue 12): a checkpoint started then

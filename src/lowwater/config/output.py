@@ -21,6 +21,9 @@ _PG_KEYS = {"url", "schema", "retries", "backoff", *PG_TABLE_KEYS}
 # (and every identifier is still quoted with psycopg.sql.Identifier).
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 PG_URL_ENV = "LOWWATER_PG_URL"
+# The columns late/ and dead_letter/ add to each input row's own (io/sink.Sinks.prepare_all): an input
+# column of one of these names would be there twice, which Spark refuses to write.
+ROW_OUTPUT_COLUMNS = ("watermark", "window_start", "window_end", "reason", "source_file", "raw")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 from lowwater.config.errors import ConfigError, check_keys, table
 from lowwater.config.join import JOIN_KEYS, JOIN_WINDOW, JoinConfig, check_join_columns, parse_join
 from lowwater.config.observe import ALERT_KEYS, OBSERVE_KEYS, AlertsConfig, ObserveConfig, parse_alerts, parse_observe
-from lowwater.config.output import OUTPUT_KEYS, OutputConfig, parse_output
+from lowwater.config.output import OUTPUT_KEYS, ROW_OUTPUT_COLUMNS, OutputConfig, parse_output
 from lowwater.config.overrides import apply_overrides
 from lowwater.config.runtime import (
     LATE_KEYS,
@@ -110,7 +110,8 @@ class PipelineConfig:
 def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Sequence[str]]) -> None:
     """Every column the pipeline reads exists in its source's schema (``schemas``: source name → columns).
 
-    The window's key and aggregation columns must exist in every source.
+    The window's key and aggregation columns must exist in every source, and
+    no input column may have the name of one late/ and dead_letter/ add.
     Sources missing from ``schemas`` are not checked (a caller may check as
     each schema becomes known). One :class:`ConfigError` line names the key.
     """
@@ -118,6 +119,12 @@ def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Sequence[str]]) -> 
         if src.name not in schemas:
             continue
         names = set(schemas[src.name])
+        clash = [c for c in ROW_OUTPUT_COLUMNS if c in names]
+        if clash:
+            where = f"source {src.name!r} has" if src.named else "the input has"
+            msg = (f"source: {where} a column named {clash[0]!r}, which late/ and dead_letter/ add to each row's "
+                   f"own columns ({', '.join(ROW_OUTPUT_COLUMNS)}); rename that column in the input")
+            raise ConfigError(msg)
         if cfg.join is not None:
             check_join_columns(cfg.join, src.name, names)
         for col in cfg.columns_for(src):

@@ -127,6 +127,11 @@ def parse_window(win: dict[str, Any]) -> WindowConfig:
     if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
         msg = "window.key: expected a list of column names"
         raise ConfigError(msg)
+    taken = [k for k in keys if k in RESERVED]
+    if taken:  # results/ would hold two columns of that name (Spark refuses to write it)
+        msg = (f"window.key: {taken[0]!r} is the name of a column results/ adds ({', '.join(sorted(RESERVED))}); "
+               "key on a column named otherwise")
+        raise ConfigError(msg)
     aggs = _aggregations(win, keys)
     accumulation = win.get("accumulation", "accumulating")
     if accumulation not in ACCUMULATION_MODES:
