@@ -21,9 +21,13 @@ _PG_KEYS = {"url", "schema", "retries", "backoff", *PG_TABLE_KEYS}
 # (and every identifier is still quoted with psycopg.sql.Identifier).
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 PG_URL_ENV = "LOWWATER_PG_URL"
-# The columns late/ and dead_letter/ add to each input row's own (io/sink.Sinks.prepare_all): an input
-# column of one of these names would be there twice, which Spark refuses to write.
-ROW_OUTPUT_COLUMNS = ("watermark", "window_start", "window_end", "reason", "source_file", "raw")
+# The columns late/ and dead_letter/ add to each input row's own, in their order (io/sink.Sinks.prepare_all);
+# with [[source]] tables both also get ``source``, first (io/sources.union_payload). An input column of one of
+# these names would be there twice, which Spark refuses to write (config/pipeline.check_columns).
+LATE_COLUMNS = ("watermark", "window_start", "window_end", "reason", "source_file")
+DEAD_LETTER_COLUMNS = ("raw", "reason", "source_file")
+ROW_OUTPUT_COLUMNS = tuple(dict.fromkeys([*LATE_COLUMNS, *DEAD_LETTER_COLUMNS]))
+SOURCE_COLUMN = "source"
 
 
 @dataclass(frozen=True)

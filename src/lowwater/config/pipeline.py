@@ -11,7 +11,7 @@ from typing import Any
 from lowwater.config.errors import ConfigError, check_keys, table
 from lowwater.config.join import JOIN_KEYS, JOIN_WINDOW, JoinConfig, check_join_columns, parse_join
 from lowwater.config.observe import ALERT_KEYS, OBSERVE_KEYS, AlertsConfig, ObserveConfig, parse_alerts, parse_observe
-from lowwater.config.output import OUTPUT_KEYS, ROW_OUTPUT_COLUMNS, OutputConfig, parse_output
+from lowwater.config.output import OUTPUT_KEYS, ROW_OUTPUT_COLUMNS, SOURCE_COLUMN, OutputConfig, parse_output
 from lowwater.config.overrides import apply_overrides
 from lowwater.config.runtime import (
     LATE_KEYS,
@@ -110,7 +110,7 @@ class PipelineConfig:
 def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Sequence[str]]) -> None:
     """Every column the pipeline reads exists in its source's schema (``schemas``: source name → columns).
 
-    The window's key and aggregation columns must exist in every source, and
+    The window's key and aggregation columns must exist in every source; then
     no input column may have the name of one late/ and dead_letter/ add.
     Sources missing from ``schemas`` are not checked (a caller may check as
     each schema becomes known). One :class:`ConfigError` line names the key.
@@ -119,12 +119,6 @@ def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Sequence[str]]) -> 
         if src.name not in schemas:
             continue
         names = set(schemas[src.name])
-        clash = [c for c in ROW_OUTPUT_COLUMNS if c in names]
-        if clash:
-            where = f"source {src.name!r} has" if src.named else "the input has"
-            msg = (f"source: {where} a column named {clash[0]!r}, which late/ and dead_letter/ add to each row's "
-                   f"own columns ({', '.join(ROW_OUTPUT_COLUMNS)}); rename that column in the input")
-            raise ConfigError(msg)
         if cfg.join is not None:
             check_join_columns(cfg.join, src.name, names)
         for col in cfg.columns_for(src):
@@ -142,6 +136,21 @@ def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Sequence[str]]) -> 
             else:
                 msg = f"{role}: column {col!r} not found in the input (columns: {known})"
             raise ConfigError(msg)
+        _check_no_clash(src, names)
+
+
+def _check_no_clash(src: SourceConfig, names: set[str]) -> None:
+    """No input column has the name of one the outputs add to each late row and dead letter."""
+    clash = [c for c in ROW_OUTPUT_COLUMNS if c in names]
+    if clash:
+        where = f"source {src.name!r} has" if src.named else "the input has"
+        msg = (f"source: {where} a column named {clash[0]!r}, which late/ and dead_letter/ add to each row's "
+               f"own columns ({', '.join(ROW_OUTPUT_COLUMNS)}); rename that column in the input")
+        raise ConfigError(msg)
+    if src.named and SOURCE_COLUMN in names:  # [[source]] tables: each late row and dead letter names its source
+        msg = (f"source.{src.name}: its column {SOURCE_COLUMN!r} clashes with the outputs' {SOURCE_COLUMN!r} column "
+               "(the source of each late row and dead letter); rename it")
+        raise ConfigError(msg)
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> PipelineConfig:

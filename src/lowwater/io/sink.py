@@ -24,6 +24,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
+from lowwater.config.output import DEAD_LETTER_COLUMNS, LATE_COLUMNS
+
 
 class Sink(Protocol):
     """One destination of a pipeline's outputs (``io/outputs.py``, ``io/postgres.py``)."""
@@ -58,13 +60,15 @@ class Sinks:
         self, inputs: StructType, results: DataFrame, metrics: pa.Schema, metrics_spark: StructType,
     ) -> None:
         """Every output exists: late rows and dead letters are the input columns plus their own."""
-        text = [StructField(c, StringType()) for c in ("reason", "source_file")]
-        times = [StructField(c, TimestampType()) for c in ("watermark", "window_start", "window_end")]
+        def own(names: tuple[str, ...]) -> list[StructField]:
+            times = ("watermark", "window_start", "window_end")
+            return [StructField(c, TimestampType() if c in times else StringType()) for c in names]
+
         empty = self.spark.createDataFrame
         frames: list[tuple[str, DataFrame | pa.Table, StructType | None]] = [
             ("results", results, None),
-            ("late", empty([], StructType([*inputs.fields, *times, *text])), None),
-            ("dead_letter", empty([], StructType([*inputs.fields, StructField("raw", StringType()), *text])), None),
+            ("late", empty([], StructType([*inputs.fields, *own(LATE_COLUMNS)])), None),
+            ("dead_letter", empty([], StructType([*inputs.fields, *own(DEAD_LETTER_COLUMNS)])), None),
             ("metrics", metrics.empty_table(), metrics_spark),
         ]
         # The first sink's (Parquet's) empty tables are independent Spark jobs: side by side (spark/jobs.py),

@@ -26,7 +26,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.config import ConfigError, PipelineConfig
+from lowwater.config import PipelineConfig
+from lowwater.config.output import SOURCE_COLUMN
 from lowwater.io.files import CORRUPT
 from lowwater.io.kafka import KafkaSource
 from lowwater.io.landing import LandingSource
@@ -54,7 +55,7 @@ ENGINE_COLUMNS = T.StructType([
 _RECORD = (("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "long"),
            ("timestamp", "timestamp"))
 
-SOURCE = "source"  # the output column naming each row's source (late rows, dead letters)
+SOURCE = SOURCE_COLUMN  # the output column naming each row's source (late rows, dead letters)
 
 
 def union_payload(spark: SparkSession, schemas: dict[str, T.StructType]) -> T.StructType:
@@ -62,13 +63,9 @@ def union_payload(spark: SparkSession, schemas: dict[str, T.StructType]) -> T.St
 
     A column that two sources type differently takes the type Spark's union
     widens them to (e.g. int and long: long); one a union cannot reconcile
-    stops the run at start with Spark's message.
+    stops the run at start with Spark's message. An input column named
+    ``source`` was refused before (``config/pipeline.check_columns``).
     """
-    for name, schema in schemas.items():
-        if SOURCE in schema.fieldNames():
-            msg = (f"source.{name}: its column {SOURCE!r} clashes with the outputs' {SOURCE!r} column "
-                   "(the source of each late row and dead letter); rename it")
-            raise ConfigError(msg)
     frames = [spark.createDataFrame([], schema) for schema in schemas.values()]
     union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames).schema
     return T.StructType([T.StructField(SOURCE, T.StringType()), *union.fields])

@@ -95,8 +95,8 @@ def session_conf(cfg: SparkConfig, jars: list[str] | None = None) -> dict[str, s
     log4j = Path(__file__).with_name("log4j2.properties")
     conf["spark.sql.shuffle.partitions"] = str(cfg.shuffle_partitions)
     conf.update(cfg.conf)
-    conf["spark.driver.extraJavaOptions"] = " ".join(
-        [f"-Dlog4j2.configurationFile=file:{log4j}", *filter(None, [cfg.conf.get("spark.driver.extraJavaOptions")])])
+    user = cfg.conf.get("spark.driver.extraJavaOptions")
+    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}" + (f" {user}" if user else "")
     if jars:
         conf["spark.jars"] = ",".join([j for j in conf.get("spark.jars", "").split(",") if j] + list(jars))
     conf["spark.master"] = cfg.master
