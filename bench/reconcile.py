@@ -81,7 +81,6 @@ def main(argv: list[str] | None = None) -> None:
             t0 = time.monotonic()
             result = reconcile(spark, cfg)  # writes reconcile/ too
             took = time.monotonic() - t0
-            result.release()
             return took, result.summary
 
         bases, recs = [], []

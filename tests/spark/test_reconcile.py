@@ -261,6 +261,7 @@ def test_postgres_tampered_row_then_apply_twice_and_current_is_the_truth(spark, 
     cfg = _pipeline(tmp_path, 'type = "tumbling"\nsize = "10s"', output=out)
     truth = _reconcile(spark, cfg)
     assert truth.summary["unexplained"] == 0, truth.summary
+    fired = truth.frame.toPandas()  # now: a Reconciliation's frame reads reconcile/, which the next run overwrites
     with psycopg.connect(pg_server.url, autocommit=True) as conn:
         conn.execute("UPDATE rec_results SET total = total + 1 WHERE ctid = (SELECT ctid FROM rec_results "
                      "WHERE kind = 'final' AND key = 'b' ORDER BY window_start LIMIT 1)")
@@ -280,7 +281,6 @@ def test_postgres_tampered_row_then_apply_twice_and_current_is_the_truth(spark, 
     assert rows() == once  # twice == once, row for row
     after = _reconcile(spark, cfg)
     assert set(after.frame.toPandas()["status"]) <= {"open"}  # every fired window folds to the batch truth
-    fired = truth.frame.toPandas()
     fired = fired[fired["status"] != "open"]
     with psycopg.connect(pg_server.url) as conn:
         current = {(k, ws): (n, t) for k, ws, n, t in conn.execute(

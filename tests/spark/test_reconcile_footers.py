@@ -75,8 +75,7 @@ def _compared(spark, cfg, monkeypatch=None) -> tuple[dict, pd.DataFrame]:  # noq
     if monkeypatch is not None:
         monkeypatch.setattr(log, "may_clip", lambda _cfg: True)
     result = reconcile(spark, cfg)
-    frame = result.frame.drop("_freed").toPandas()
-    result.release()
+    frame = result.frame.toPandas()
     if monkeypatch is not None:
         monkeypatch.undo()
     return result.summary, frame.sort_values(["key", "_ws"]).reset_index(drop=True)
@@ -86,31 +85,33 @@ def test_footer_proven_columns_are_not_read_and_dead_letters_still_count(spark, 
     cfg = _pipeline(spark, tmp_path, 'size = "10s"')
     assert len(pd.read_parquet(tmp_path / "out" / "dead_letter")) == 2  # the stream's own verdict
 
-    # A session that ran the engine lets the adaptive planner re-partition cached plans (engine.STEP_CONF), which
-    # folded reconcile's persisted comparison into one partition, one task for every window.
-    key = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
-    spark.conf.set(key, "true")
-    # Reconcile's jobs run without Spark's small "fast" aggregation map (job.JOB_CONF), the session's own
-    # setting restored after, also when a job fails.
+    # Reconcile's jobs run without Spark's small "fast" aggregation map, and without the adaptive planner's
+    # partition coalescing, which folded the comparison (three shuffles under a union) into ONE task
+    # (job.JOB_CONF); the session's own settings restored after, also when a job fails.
     two_level = "spark.sql.codegen.aggregate.map.twolevel.enabled"
+    coalesce = "spark.sql.adaptive.coalescePartitions.enabled"
     spark.conf.set(two_level, "true")
+    spark.conf.set(coalesce, "true")
     in_force, write = [], report.write_parquet
 
-    def spy(frame, path) -> None:  # noqa: ANN001
-        in_force.append(spark.conf.get(two_level))
-        write(frame, path)
+    def spy(frame, path):  # noqa: ANN001, ANN202
+        in_force.append((spark.conf.get(two_level), spark.conf.get(coalesce)))
+        return write(frame, path)
 
     monkeypatch.setattr(report, "write_parquet", spy)
     result = reconcile(spark, cfg)
-    assert result.frame.rdd.getNumPartitions() == int(spark.conf.get("spark.sql.shuffle.partitions")) > 1
-    assert spark.conf.get(key) == "true"  # the session's own setting, restored
-    assert in_force == ["false"] and spark.conf.get(two_level) == "true"
-    result.release()
+    assert in_force == [("false", "false")]
+    assert (spark.conf.get(two_level), spark.conf.get(coalesce)) == ("true", "true")
+    # The differing windows are read back from reconcile/, which the comparing tasks wrote, a file each.
+    written = sorted((tmp_path / "out" / "reconcile").glob("*.parquet"))
+    assert 1 <= len(written) <= int(spark.conf.get("spark.sql.shuffle.partitions"))
+    assert result.frame.count() == len(pd.read_parquet(tmp_path / "out" / "reconcile")) > 0
     monkeypatch.setattr(report, "write_parquet", lambda frame, path: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         reconcile(spark, cfg)
-    assert spark.conf.get(two_level) == "true"
+    assert (spark.conf.get(two_level), spark.conf.get(coalesce)) == ("true", "true")
     monkeypatch.undo()
+    spark.conf.unset(coalesce)
 
     s, frame = _compared(spark, cfg)
     assert s["dead_letter"] == 2 and s["rows"] == 9  # the checks of columns with nulls stayed

@@ -89,6 +89,9 @@ def reconcile(
             from lowwater.reconcile.apply import apply_corrections
 
             result.summary["corrections"] = apply_corrections(spark, cfg, result)
+        if plot_out is not None:  # under the lock: the plot reads reconcile/, which the next reconcile overwrites
+            measure = next((a.name for a in cfg.window.aggregations if a.func == "sum"), "count")
+            report.plot(result.frame, plot_out, measure)
     except ConfigError as e:
         raise _fail(str(e)) from None
     except Exception as e:
@@ -113,10 +116,6 @@ def reconcile(
     report.print_summary(out, s)
     if json_out is not None:
         report.write_json(json_out, s)
-    if plot_out is not None:
-        measure = next((a.name for a in cfg.window.aggregations if a.func == "sum"), "count")
-        report.plot(result.frame, plot_out, measure)
     _say(f"reconcile: {s['windows_differing']} differing window(s) of {s['windows_checked']} in {target}")
-    result.release()  # the differing windows were persisted for the reports (one CLI run may share its session)
     if s["unexplained"]:
         raise typer.Exit(UNEXPLAINED_EXIT)

@@ -69,7 +69,9 @@ def correction_step(emissions: DataFrame) -> int:
 def corrections(cfg: PipelineConfig, differing: DataFrame, watermark_us: int, schema_of: DataFrame) -> DataFrame:
     """The correction rows (and retracting mode's retractions) of the fired differing windows, as ``results``."""
     mode = cfg.window.accumulation
-    fired = differing.filter((F.col("status") != "open") & F.col("_freed") & F.col("_truth_differs"))
+    # Fired and past its allowed lateness (the stream will never revise it again), and the batch truth changes it.
+    freed = F.unix_micros("window_end") + F.lit(cfg.window.allowed_lateness_us) <= F.lit(watermark_us)
+    fired = differing.filter((F.col("status") != "open") & freed & F.col("batch_differs"))
     types = {f.name: f.dataType for f in schema_of.schema.fields}
     keys = list(cfg.window.key)
     wm = output_us(watermark_us)
@@ -89,11 +91,11 @@ def corrections(cfg: PipelineConfig, differing: DataFrame, watermark_us: int, sc
             return F.coalesce(batch, zero) - F.coalesce(stream, zero)
         return batch
 
-    next_rev = F.col("_last_rev") + 1
+    next_rev = F.col("last_revision") + 1
     rows = [row("correction", next_rev, corrected)]
     if mode == "retracting":
-        retract = row("retraction", F.col("_last_rev"), lambda c: F.col(f"stream_{c}"))
-        rows.insert(0, F.when(F.col("_last_rev") >= 0, retract))
+        retract = row("retraction", F.col("last_revision"), lambda c: F.col(f"stream_{c}"))
+        rows.insert(0, F.when(F.col("last_revision") >= 0, retract))
     out = fired.select(F.explode(F.array(*rows)).alias("_r")).filter(F.col("_r").isNotNull()).select("_r.*")
     return out.select(*[c for c in schema_of.columns if c != "batch_id"])
 

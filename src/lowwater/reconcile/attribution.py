@@ -50,15 +50,12 @@ from lowwater.core.reconcile import CAUSES
 from lowwater.reconcile.log import DEAD, MOVED, TRUTH
 from lowwater.reconcile.position import StreamPosition
 from lowwater.spark.aggtypes import result_expr
+from lowwater.spark.sqltext import cast, expr, q
 from lowwater.time import NEG_INF
 
 # A cause as a small int (CAUSES' order; null: counted), compared in every per-window aggregate.
 CODE = {c: i for i, c in enumerate(CAUSES)}
 NONE = len(CAUSES)  # a moved pair that is on neither side (its row is not counted where it was moved)
-
-
-def _code(cause: str) -> Column:
-    return F.lit(CODE[cause])
 
 
 def causes(pairs: DataFrame, policy: str, position: StreamPosition) -> DataFrame:
@@ -70,23 +67,22 @@ def causes(pairs: DataFrame, policy: str, position: StreamPosition) -> DataFrame
     other cause explains are ``in_flight``.
     """
     w = position.watermark_us
-    open_ = F.lit(True) if w <= NEG_INF else F.col("_we") > F.lit(w)
-    too_late = "too_late" if policy == "side_output" else "dropped"
-    role = F.col("_role") == TRUTH
-    covered = F.coalesce(F.col("_covered"), F.lit(False))
+    open_ = "true" if w <= NEG_INF else f"_we > {w}"
+    too_late = CODE["too_late" if policy == "side_output" else "dropped"]
+    in_flight, clipped = CODE["in_flight"], CODE["clipped"]
 
-    def cause(is_late: Column) -> Column:
-        truth = (F.when(F.col("_unread"), _code("in_flight")).when(F.col("_clipped"), _code("clipped"))
-                 .when(is_late, _code(too_late)).when(open_, _code("in_flight")))
-        moved = F.when(F.col("_unread") | is_late | open_, F.lit(NONE)).otherwise(_code("clipped"))
+    def cause(is_late: str) -> str:
+        truth = (f"CASE WHEN _unread THEN {in_flight} WHEN _clipped THEN {clipped} WHEN {is_late} THEN {too_late} "
+                 f"WHEN {open_} THEN {in_flight} END")
+        moved = f"CASE WHEN _unread OR {is_late} OR {open_} THEN {NONE} ELSE {clipped} END"
         # A corrected window holds the batch truth of the rows its correction saw: those are counted.
-        truth = F.when(covered, F.lit(None).cast("int")).otherwise(truth)
-        moved = F.when(covered, F.lit(NONE)).otherwise(moved)
-        return F.when(F.col("_role") == DEAD, F.lit(NONE)).when(role, truth).otherwise(moved)
+        covered = "coalesce(_covered, false)"
+        return (f"CASE WHEN _role = {DEAD} THEN {NONE} WHEN _role = {TRUTH} "
+                f"THEN (CASE WHEN {covered} THEN CAST(NULL AS INT) ELSE {truth} END) "
+                f"ELSE (CASE WHEN {covered} THEN {NONE} ELSE {moved} END) END")
 
-    late = F.coalesce(F.col("_late"), F.lit(False))
-    return pairs.withColumn("_cn", cause(F.lit(False))).withColumn(
-        "_cl", F.when(late, cause(F.lit(True))).otherwise(F.col("_cn")))
+    return pairs.withColumn("_cn", expr(cause("false"))).withColumn(
+        "_cl", expr(f"CASE WHEN coalesce(_late, false) THEN {cause('true')} ELSE _cn END"))
 
 
 def fields(cfg: PipelineConfig) -> list[tuple[str, int]]:
@@ -103,7 +99,7 @@ def fields(cfg: PipelineConfig) -> list[tuple[str, int]]:
     return list(out)
 
 
-_FOLD = {"_s": F.sum, "_mn": F.min, "_mx": F.max, "_nn": F.count}
+_FOLD = {"_s": "sum", "_mn": "min", "_mx": "max", "_nn": "count"}
 _MERGE = {"_s": "sum", "_mn": "min", "_mx": "max", "_nn": "sum"}
 
 
@@ -129,30 +125,27 @@ def tally(cfg: PipelineConfig, pairs: DataFrame, by_window: bool = False) -> Dat
     shuffle of every window.
     """
     matched = "_lh" in pairs.columns  # else no pair is matched to late/ by hash: no copies to count
-    aggs = [F.count(F.lit(1)).alias("_n"), *([F.max("_copies").alias("_copies")] if matched else [])]
-    aggs += [_FOLD[f](F.col(f"_v{i}")).alias(f"{f}{i}") for f, i in fields(cfg)]
+    aggs = ["count(1) AS _n", *(["max(_copies) AS _copies"] if matched else [])]
+    aggs += [f"{_FOLD[f]}(_v{i}) AS {f}{i}" for f, i in fields(cfg)]
     mags = magnitudes(cfg, pairs)
-    aggs += [F.sum(F.abs(F.col(f"_v{i}"))).alias(f"_a{i}") for i in mags]
-    late = F.coalesce(F.col("_late"), F.lit(False)) if "_late" in pairs.columns else F.lit(False)
-    neg = F.col("_neg") if "_neg" in pairs.columns else F.lit(False)
-    packed = F.col("_role").cast("int") * F.lit(32)
-    flags = (neg, F.col("_clipped"), F.col("_unread"), F.col("_covered"), late)
-    for bit, flag in zip(_BITS, flags, strict=True):
-        packed = packed + F.when(flag, F.lit(bit)).otherwise(F.lit(0))
-    sessions = cfg.window.is_session
+    aggs += [f"sum(abs(_v{i})) AS _a{i}" for i in mags]
+    late = "coalesce(_late, false)" if "_late" in pairs.columns else "false"
+    neg = "_neg" if "_neg" in pairs.columns else "false"
+    flags = (neg, "_clipped", "_unread", "_covered", late)
+    packed = " + ".join(["CAST(_role AS INT) * 32", *[f"CASE WHEN {flag} THEN {bit} ELSE 0 END"
+                                                      for bit, flag in zip(_BITS, flags, strict=True)]])
+    keys, sessions = list(cfg.window.key), cfg.window.is_session
     if by_window:  # the flags are the window's (a dead letter's null window is a group of its own)
-        grouped = pairs.groupBy(*cfg.window.key, "_ws").agg(F.max(packed).alias("_flags"), *aggs)
+        grouped = pairs.groupBy(*keys, "_ws").agg(*[expr(a) for a in (f"max({packed}) AS _flags", *aggs)])
     else:
-        grouped = pairs.groupBy(*cfg.window.key, "_ws", *(["_we"] if sessions else []), packed.alias("_flags"),
-                                *(["_lh"] if matched else [])).agg(*aggs)
-    if not matched:
-        grouped = grouped.withColumn("_lh", F.lit(None).cast("long")).withColumn("_copies", F.lit(None).cast("long"))
-    we = F.col("_we") if sessions else F.col("_ws") + F.lit(cfg.window.size_us)
-    flags = F.col("_flags")
-    unpacked = [F.shiftright(flags, 5).alias("_role")] + [
-        (flags.bitwiseAND(F.lit(bit)) != 0).alias(name) for bit, name in zip(_BITS, _FLAGS[1:], strict=True)]
-    return grouped.select(*cfg.window.key, "_ws", we.alias("_we"), *unpacked, "_lh", "_copies", "_n",
-                          *[f"{f}{i}" for f, i in fields(cfg)], *[f"_a{i}" for i in mags])
+        grouped = pairs.groupBy(*keys, "_ws", *(["_we"] if sessions else []), expr(packed, "_flags"),
+                                *(["_lh"] if matched else [])).agg(*[expr(a) for a in aggs])
+    lh = ["_lh", "_copies"] if matched else ["CAST(NULL AS BIGINT) AS _lh", "CAST(NULL AS BIGINT) AS _copies"]
+    we = "_we" if sessions else f"_ws + {cfg.window.size_us} AS _we"
+    unpacked = ["shiftright(_flags, 5) AS _role", *[f"(_flags & {bit}) != 0 AS {name}"
+                                                    for bit, name in zip(_BITS, _FLAGS[1:], strict=True)]]
+    return grouped.selectExpr(*[q(k) for k in keys], "_ws", we, *unpacked, *lh, "_n",
+                              *[f"{f}{i}" for f, i in fields(cfg)], *[f"_a{i}" for i in mags])
 
 
 def as_tally(cfg: PipelineConfig, pairs: DataFrame, like: T.StructType) -> DataFrame:
@@ -193,46 +186,38 @@ def magnitudes(cfg: PipelineConfig, pairs: DataFrame) -> list[int]:
 
 
 class _Portion:
-    """The late part (``late``) or the rest of a tally row, as partial columns."""
+    """The late part (``late``) or the rest of a tally row, as SQL text of its partial columns."""
 
-    def __init__(self, rows: Column, cause: Column, negated: Column) -> None:
+    def __init__(self, rows: str, cause: str, negated: str) -> None:
         self.rows, self.cause, self.negated = rows, cause, negated
 
-    def _whole(self) -> Column:
-        return self.rows == F.col("_n")
-
-    def value(self, field: str, i: int, dt: T.DataType) -> Column:
+    def value(self, field: str, i: int, dt: T.DataType) -> str:
         """The portion's ``field`` of value column ``i``: the whole partial, nothing, or a share of identical rows.
 
         A share only happens to rows identical in every column: a sum is
         ``rows`` times the one value (``sum / n``), a non-null count ``rows`` or
         0, a min or max the value itself.
         """
-        col = F.col(f"{field}{i}")
-        empty = self.rows == 0
+        col, rows = f"{field}{i}", f"({self.rows})"
+        whole, empty = f"{rows} = _n", f"{rows} = 0"
         if field in ("_s", "_a"):
-            if isinstance(dt, T.LongType):
-                one = F.expr(f"{field}{i} div _n")
-            else:
-                one = col / F.col("_n")
-            share = (one * self.rows).cast(dt)
-            return (F.when(self._whole(), col).when(self.negated, -col).when(empty, F.lit(None).cast(dt))
-                    .otherwise(share))
+            one = f"{col} div _n" if isinstance(dt, T.LongType) else f"{col} / _n"
+            share = cast(f"({one}) * {rows}", dt)
+            return (f"CASE WHEN {whole} THEN {col} WHEN {self.negated} THEN -{col} WHEN {empty} "
+                    f"THEN {cast('NULL', dt)} ELSE {share} END")
         if field == "_nn":
-            share = F.when(col > 0, self.rows).otherwise(F.lit(0))
-            return (F.when(self._whole(), col).when(self.negated, -col).when(empty, F.lit(0)).otherwise(share)
-                    .cast("long"))
-        return F.when(~empty, col)  # min, max: identical rows share them (never negated: late.subtractable)
+            share = f"CASE WHEN {col} > 0 THEN {rows} ELSE 0 END"
+            return (f"CAST(CASE WHEN {whole} THEN {col} WHEN {self.negated} THEN -{col} WHEN {empty} THEN 0 "
+                    f"ELSE {share} END AS BIGINT)")
+        return f"CASE WHEN NOT ({empty}) THEN {col} END"  # min, max: identical rows share them (never negated)
 
 
 def _portions(cfg: PipelineConfig) -> list[_Portion]:
     """The late portion and the rest; a ``late/`` row taken back out (``_neg``) is its pair whole in its late
     cause, plus the same pair negated in the cause it would have had (so the window's sums lose it)."""
-    late_rows = F.when(~F.col("_late"), F.lit(0).cast("long")).when(
-        F.col("_lh").isNull(), F.col("_n")).otherwise(F.least(F.col("_n"), F.col("_copies")))
-    neg = F.col("_neg")
-    rest = F.when(neg, -F.col("_n")).otherwise(F.col("_n") - late_rows)
-    return [_Portion(late_rows, F.col("_cl"), F.lit(False)), _Portion(rest, F.col("_cn"), neg)]
+    late_rows = "CASE WHEN NOT _late THEN CAST(0 AS BIGINT) WHEN _lh IS NULL THEN _n ELSE least(_n, _copies) END"
+    rest = f"CASE WHEN _neg THEN -_n ELSE _n - ({late_rows}) END"
+    return [_Portion(late_rows, "_cl", "false"), _Portion(rest, "_cn", "_neg")]
 
 
 def split(cfg: PipelineConfig, tallied: DataFrame, marked: bool = True) -> DataFrame:
@@ -249,37 +234,39 @@ def split(cfg: PipelineConfig, tallied: DataFrame, marked: bool = True) -> DataF
 
     mags = [int(c[2:]) for c in tallied.columns if re.fullmatch(r"_a\d+", c)]
 
-    def part(p: _Portion) -> Column:
-        return F.struct(p.rows.alias("_n"), p.cause.alias("_cause"),
-                        *[p.value(f, i, vtypes.get(i, T.LongType())).alias(f"{f}{i}") for f, i in tf],
-                        *[p.value("_a", i, T.DoubleType()).alias(f"_a{i}") for i in mags])
+    def named(p: _Portion) -> list[tuple[str, str]]:
+        return [("_n", p.rows), ("_cause", p.cause),
+                *[(f"{f}{i}", p.value(f, i, vtypes.get(i, T.LongType()))) for f, i in tf],
+                *[(f"_a{i}", p.value("_a", i, T.DoubleType())) for i in mags]]
+
+    def part(p: _Portion) -> str:
+        return "named_struct(" + ", ".join(f"'{n}', {v}" for n, v in named(p)) + ")"
 
     late, rest = _portions(cfg)
     keep = [*cfg.window.key, "_ws", "_we", "_role", "_neg", "_clipped"]
     if not marked:
-        return tallied.select(*keep, part(rest).alias("_p")).select(*keep, "_p.*")
+        return tallied.select(*keep, *[expr(v, n) for n, v in named(rest)])
     # Always both (a portion of no rows is filtered out): an explode of a plain array is generated code; one
     # chosen per row by a ``when`` built an array object per row (1.1 s of 10 M rows' 500,000 windows).
-    both = F.array(part(late), part(rest))
-    out = tallied.select(*keep, F.explode(both).alias("_p"))
-    return out.select(*keep, "_p.*").filter(F.col("_n") != 0)
+    out = tallied.select(*keep, expr(f"explode(array({part(late)}, {part(rest)}))", "_p"))
+    return out.select(*keep, "_p.*").filter("_n != 0")
 
 
-def _partial(cfg: PipelineConfig, cond: Column, prefix: str) -> list[Column]:
+def _partial(cfg: PipelineConfig, cond: str, prefix: str) -> list[str]:
     """The partial columns (``{prefix}_n`` and the :func:`fields`) of the split rows where ``cond`` holds."""
-    out = [F.coalesce(F.sum(F.when(cond, F.col("_n"))), F.lit(0)).alias(f"{prefix}_n")]
+    out = [f"coalesce(sum(CASE WHEN {cond} THEN _n END), 0) AS {prefix}_n"]
 
-    def merged(field: str, i: int) -> Column:
-        return {"sum": F.sum, "min": F.min, "max": F.max}[_MERGE[field]](F.when(cond, F.col(f"{field}{i}")))
+    def merged(field: str, i: int) -> str:
+        return f"{_MERGE[field]}(CASE WHEN {cond} THEN {field}{i} END)"
 
     for field, i in fields(cfg):
         m = merged(field, i)
         if field == "_nn":
-            m = F.coalesce(m, F.lit(0))
+            m = f"coalesce({m}, 0)"
         elif field == "_s":
             # Null over no value, as Spark's sum: late/ rows taken back out leave x + (-x) = 0, not "no rows".
-            m = F.when(F.coalesce(merged("_nn", i), F.lit(0)) != 0, m)
-        out.append(m.alias(f"{prefix}{field}{i}"))
+            m = f"CASE WHEN coalesce({merged('_nn', i)}, 0) != 0 THEN {m} END"
+        out.append(f"{m} AS {prefix}{field}{i}")
     return out
 
 
@@ -298,7 +285,7 @@ def _outputs(cfg: PipelineConfig, types: dict[str, T.DataType], prefix: str) -> 
 
 def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataType], stream: DataFrame,
                stream_aggs: list[Column], by_window: bool = False, taken: DataFrame | None = None,
-               marked: bool = True) -> DataFrame:
+               marked: bool = True, possible: frozenset[str] = frozenset(CAUSES)) -> DataFrame:
     """One row per (keys, window) of the log or the stream: ``t_*``, ``e_*``, the causes and the stream's fold.
 
     Plus one row with no window (``_ws`` null) holding the dead letters
@@ -316,42 +303,54 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     (``as_tally``, then :func:`causes`; partitioned like ``tallied`` when
     ``by_window``); ``marked=False``: no row of ``tallied`` is marked late
     (:func:`split`).
+
+    ``possible``: the causes a row of this pipeline can have (``in_flight`` always); the others are constant
+    columns, not aggregates: each aggregate is a buffer that every row of the window updates.
     """
     values = cfg.window.value_columns
     rows = split(cfg, tallied, marked)
     if taken is not None:
         rows = rows.unionByName(split(cfg, taken))
-    truth, moved = F.col("_role") == TRUTH, F.col("_role") == MOVED
-    sign = F.when(truth, F.lit(1)).otherwise(F.lit(-1))
-    cause = F.col("_cause")
-    counted = (cause.isNull() & truth) | ((cause == CODE["clipped"]) & moved)
-    logged = truth & ~F.col("_neg")  # the log's own pairs (not a late/ row taken back out)
+    truth, moved = f"_role = {TRUTH}", f"_role = {MOVED}"
+    sign = f"CASE WHEN {truth} THEN 1 ELSE -1 END"
+    counted = f"(_cause IS NULL AND {truth}) OR (_cause = {CODE['clipped']} AND {moved})"
+    logged = f"({truth} AND NOT _neg)"  # the log's own pairs (not a late/ row taken back out)
     aggs = _partial(cfg, logged, "_t")  # the truth: every row, whatever its cause
     mags = {int(c[2:]) for c in rows.columns if re.fullmatch(r"_a\d+", c)}
-    aggs += [F.sum(F.when(logged, F.col(f"_a{values.index(a.column)}"))).alias(f"m_{a.name}")
+    aggs += [f"sum(CASE WHEN {logged} THEN _a{values.index(a.column)} END) AS {q(f'm_{a.name}')}"
              for a in cfg.window.aggregations if a.func in ("sum", "avg") and values.index(a.column) in mags]
     # A window is compared when a pair is on one side: a truth pair, or a moved one the stream counted.
-    aggs.append(F.sum(F.when(F.coalesce(cause != NONE, F.lit(True)), F.col("_n"))).alias("_present"))
+    aggs.append(f"sum(CASE WHEN coalesce(_cause != {NONE}, true) THEN _n END) AS _present")
     aggs += _partial(cfg, counted, "_e")
+    absent = {}  # a cause no row can have: its value over no row, after the aggregation (no buffer to update)
     for c in CAUSES:
-        hit = cause == CODE[c]
-        aggs.append(F.sum(F.when(hit, sign * F.col("_n")).otherwise(0)).cast("long").alias(f"{c}_rows"))
+        hit, out = f"_cause = {CODE[c]}", (aggs if c in possible else None)
+        by_cause = {f"{c}_rows": (f"CAST(sum(CASE WHEN {hit} THEN {sign} * _n ELSE 0 END) AS BIGINT)", "0")}
         for a in cfg.window.aggregations:
             i = values.index(a.column)
-            if a.func == "sum":
-                aggs.append(F.sum(F.when(hit, sign * F.col(f"_s{i}"))).alias(f"{c}_{a.name}"))
+            if a.func == "sum":  # null over no row, typed as a cause that is always possible
+                by_cause[f"{c}_{a.name}"] = (f"sum(CASE WHEN {hit} THEN {sign} * _s{i} END)",
+                                             f"CASE WHEN false THEN {q(f'in_flight_{a.name}')} END")
             elif a.func == "count":
-                aggs.append(F.sum(F.when(hit, sign * F.col(f"_nn{i}")).otherwise(0)).cast("long")
-                            .alias(f"{c}_{a.name}"))
-    aggs += [*stream_aggs, F.count(F.col("_em")).alias("_emissions"),
-             F.sum(F.when(F.col("_role") == DEAD, F.col("_n"))).alias("_dead_n"),
-             F.sum(F.when(logged & F.col("_clipped"), F.col("_n"))).alias("_clipped_n")]
+                by_cause[f"{c}_{a.name}"] = (f"CAST(sum(CASE WHEN {hit} THEN {sign} * _nn{i} ELSE 0 END) AS BIGINT)",
+                                             "0")
+        for name, (agg, zero) in by_cause.items():
+            if out is not None:
+                out.append(f"{agg} AS {q(name)}")
+            else:
+                absent[name] = f"CAST({zero} AS BIGINT)" if zero == "0" else zero
+    aggs += ["count(_em) AS _emissions", f"sum(CASE WHEN _role = {DEAD} THEN _n END) AS _dead_n"]
+    if "clipped" in possible:
+        aggs.append(f"sum(CASE WHEN {logged} AND _clipped THEN _n END) AS _clipped_n")
+    else:
+        absent["_clipped_n"] = "CAST(NULL AS BIGINT)"
     if by_window:
         stream = stream.repartition(*cfg.window.key, "_ws")
     both = rows.unionByName(stream.withColumn("_em", F.lit(True)), allowMissingColumns=True)
-    grouped = both.groupBy(*cfg.window.key, "_ws", "_we").agg(*aggs)
-    present = [F.coalesce(F.col(c), F.lit(0)) > 0 for c in ("_present", "_emissions", "_dead_n")]
-    grouped = grouped.filter(present[0] | present[1] | present[2])
+    grouped = both.groupBy(*cfg.window.key, "_ws", "_we").agg(*[expr(a) for a in aggs], *stream_aggs)
+    grouped = grouped.filter(" OR ".join(f"coalesce({c}, 0) > 0" for c in ("_present", "_emissions", "_dead_n")))
+    if absent:
+        grouped = grouped.selectExpr("*", *[f"{v} AS {q(k)}" for k, v in absent.items()])
     keep = [*cfg.window.key, "_ws", "_we", *[c for c in grouped.columns if not c.startswith(("_t_", "_e_"))
                                              and c not in (*cfg.window.key, "_ws", "_we", "_present")]]
     return grouped.select(*keep, *_outputs(cfg, types, "_t"), *_outputs(cfg, types, "_e"))

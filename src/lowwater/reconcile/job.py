@@ -26,6 +26,7 @@ from lowwater.reconcile.apply import covered_files
 from lowwater.reconcile.position import StreamPosition, stream_position
 from lowwater.spark.fs import HadoopFS
 from lowwater.spark.session import settings_in_force
+from lowwater.spark.sqltext import expr, q
 from lowwater.time import format_ts
 
 LARGEST = 10
@@ -37,28 +38,24 @@ JOB_CONF = {
     # rows and every later row pays a failed lookup in it before the main map's (10 M rows: the scan + tally
     # stage's task CPU 4.8-6.1 s -> 3.7 s, docs/performance.md).
     "spark.sql.codegen.aggregate.map.twolevel.enabled": "false",
-    # A session that ran the engine has this on (``engine.STEP_CONF``): the adaptive planner then folded the
-    # persisted comparison into ONE partition, one task comparing every window (10 M rows: 1.7-2.1 s instead
-    # of ~0.6 s on 2 cores). Read when the comparison is persisted.
-    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false",
+    # The comparison's stage reads three shuffles through a union (the tally, late/'s rows, the emissions);
+    # the adaptive planner coalesces each union child on its own and, dividing the minimum parallelism among
+    # them, folded the whole comparison into ONE task (10 M rows: 2.5 s on one core, ~1.4 s on two). Its
+    # tasks are the session's shuffle partitions, one reconcile/ file each.
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
 }
 
 
 @dataclass
 class Reconciliation:
-    """The differing windows (``frame``: one row each, persisted) and the summary the reports print."""
+    """The differing windows (``frame``: one row each, read from ``reconcile/``, so until the next reconcile of
+    this pipeline overwrites it) and the summary the reports print."""
 
     frame: DataFrame
     summary: dict
     position: StreamPosition
     emissions: DataFrame
     extra: dict = field(default_factory=dict)
-    persisted: list[DataFrame] = field(default_factory=list)
-
-    def release(self) -> None:
-        """Drop the persisted differing windows (a long-lived session that reconciles again)."""
-        for df in self.persisted:
-            df.unpersist()
 
 
 def check_supported(cfg: PipelineConfig) -> None:
@@ -157,21 +154,22 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
     tallied = attribution.causes(tallied, policy, position)
     # Every window (and the dead letters' row, no window) compared in one job, which observes the summary's
     # numbers on the way and keeps only the differing windows (persisted: the reports and --apply read them).
+    possible = {"in_flight", "too_late" if side_output else "dropped", *(["clipped"] if log.may_clip(cfg) else [])}
     per_window = attribution.per_window(cfg, tallied, types, folded, fold_aggs, by_window, taken,
-                                        marked=not subtract)
+                                        marked=not subtract, possible=frozenset(possible))
     side = compare.side_by_side(cfg, per_window, position)
     in_range = _in_range(from_us, to_us)
-    # Unnamed: a fresh name each run, so a frame persisted by an earlier reconcile in this session (same files,
-    # same plan) can never stand in for this one's: Spark matches persisted data by plan, not by file contents.
     numbers = Observation()
-    differing = side.observe(numbers, *_numbers(cfg, in_range)).filter(F.col("_differs")).persist()
-    # The one job that compares: it fills the cache and writes reconcile/ (the latest comparison) on the way.
-    report.write_parquet(differing.filter(in_range), report_path(cfg))
-    summary = _summary(cfg, numbers.get, differing.filter(in_range), cfg.window.assigner().windows_per_row,
-                       position)
+    compared = side.observe(numbers, *_numbers(cfg, in_range)).filter(f"_differs AND {in_range}")
+    # The one job that compares: it observes the summary's numbers and writes reconcile/ (the latest
+    # comparison), a file per task. The reports and --apply read the differing windows back from it: nothing is
+    # cached (a cache was one more job, and one task writing every differing window: 10 M rows, ~1 s).
+    written = report.write_parquet(compared, report_path(cfg))
+    frame = spark.read.schema(written).parquet(report_path(cfg)).withColumns(
+        {"_ws": F.unix_micros("window_start"), "_we": F.unix_micros("window_end")})
+    summary = _summary(cfg, numbers.get, frame, cfg.window.assigner().windows_per_row, position)
     the_log.unpersist()
-    return Reconciliation(differing.filter(in_range), summary, position, emitted,
-                          {"files": forms.paths()}, [differing])
+    return Reconciliation(frame, summary, position, emitted, {"files": forms.paths()})
 
 
 def _with_late_taken_out(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, late_path: str,
@@ -240,33 +238,32 @@ def _covered(spark: SparkSession, cfg: PipelineConfig, pairs: DataFrame, correct
     return marked.drop("_corr_step", "_step", "_cfile").withColumn("_covered", F.coalesce("_covered", F.lit(False)))
 
 
-def _in_range(from_us: int | None, to_us: int | None) -> Column:
-    """A window (not the dead letters' row) with ``from_us <= start`` and ``end <= to_us``."""
-    cond = F.col("_ws").isNotNull()
+def _in_range(from_us: int | None, to_us: int | None) -> str:
+    """A window (not the dead letters' row) with ``from_us <= start`` and ``end <= to_us`` (SQL text)."""
+    cond = ["_ws IS NOT NULL"]
     if from_us is not None:
-        cond = cond & (F.col("_ws") >= F.lit(from_us))
+        cond.append(f"_ws >= {from_us}")
     if to_us is not None:
-        cond = cond & (F.col("_we") <= F.lit(to_us))
-    return cond
+        cond.append(f"_we <= {to_us}")
+    return " AND ".join(cond)
 
 
-def _numbers(cfg: PipelineConfig, in_range: Column) -> list[Column]:
+def _numbers(cfg: PipelineConfig, in_range: str) -> list[Column]:
     """The summary's numbers, as aggregates over every compared window (and the dead letters' row).
 
     The log's counts (valid rows, dead letters, clipped rows) are over every
     window; the rest over the windows in range.
     """
     value_aggs = [a.name for a in cfg.window.aggregations if a.func in ("sum", "count")]
-    cause_sums = [F.sum(F.when(in_range, F.col(f"{c}_{v}"))).alias(f"{c}_{v}") for c in CAUSES
+    cause_sums = [f"sum(CASE WHEN {in_range} THEN {q(f'{c}_{v}')} END) AS {q(f'{c}_{v}')}" for c in CAUSES
                   for v in ("rows", *value_aggs)]
 
-    def n(cond: Column) -> Column:
-        return F.count(F.when(in_range & cond, F.lit(1)))
+    def n(cond: str, name: str) -> str:
+        return f"count(CASE WHEN {in_range} AND {cond} THEN 1 END) AS {name}"
 
-    return [n(F.lit(True)).alias("checked"), n(F.col("_differs")).alias("differing"),
-            n(F.col("status") == "open").alias("open"), n(F.col("status") == "unexplained").alias("unexplained"),
-            *cause_sums, F.sum("batch_count").alias("pairs"), F.sum("_dead_n").alias("dead"),
-            F.sum("_clipped_n").alias("clipped")]
+    return [expr(e) for e in (n("true", "checked"), n("_differs", "differing"), n("status = 'open'", "open"),
+                              n("status = 'unexplained'", "unexplained"), *cause_sums,
+                              "sum(batch_count) AS pairs", "sum(_dead_n) AS dead", "sum(_clipped_n) AS clipped")]
 
 
 def _summary(cfg: PipelineConfig, stats: dict, side: DataFrame, windows_per_row: int,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -14,15 +15,17 @@ from rich.text import Text
 from lowwater.core.reconcile import CAUSES
 
 
-def write_parquet(frame: DataFrame, path: str) -> None:
-    """One row per differing window (overwritten by each reconcile: it is the latest comparison).
+def write_parquet(frame: DataFrame, path: str) -> T.StructType:
+    """One row per differing window (overwritten by each reconcile: it is the latest comparison); the schema
+    written (the frame's columns without the internal ``_`` ones).
 
-    Written as ``job.reconcile`` materialises the persisted differing windows:
-    Spark builds that cache in a job of its own (every core), then writes one file.
+    Written by the tasks that compare (``job.reconcile``), a file each.
     """
     spark = frame.sparkSession
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    frame.select(*[c for c in frame.columns if not c.startswith("_")]).coalesce(1).write.mode("overwrite").parquet(path)
+    out = frame.select(*[c for c in frame.columns if not c.startswith("_")])
+    out.write.mode("overwrite").parquet(path)
+    return out.schema
 
 
 def print_summary(out: Console, s: dict) -> None:
