@@ -27,6 +27,13 @@ from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 from lowwater.config.output import DEAD_LETTER_COLUMNS, LATE_COLUMNS
 
 
+def side_schema(inputs: StructType, own: tuple[str, ...]) -> StructType:
+    """``late/``'s or ``dead_letter/``'s schema: the input columns plus their own (``LATE_COLUMNS``...)."""
+    times = ("watermark", "window_start", "window_end")
+    return StructType([*inputs.fields, *[StructField(c, TimestampType() if c in times else StringType())
+                                         for c in own]])
+
+
 class Sink(Protocol):
     """One destination of a pipeline's outputs (``io/outputs.py``, ``io/postgres.py``)."""
 
@@ -60,15 +67,11 @@ class Sinks:
         self, inputs: StructType, results: DataFrame, metrics: pa.Schema, metrics_spark: StructType,
     ) -> None:
         """Every output exists: late rows and dead letters are the input columns plus their own."""
-        def own(names: tuple[str, ...]) -> list[StructField]:
-            times = ("watermark", "window_start", "window_end")
-            return [StructField(c, TimestampType() if c in times else StringType()) for c in names]
-
         empty = self.spark.createDataFrame
         frames: list[tuple[str, DataFrame | pa.Table, StructType | None]] = [
             ("results", results, None),
-            ("late", empty([], StructType([*inputs.fields, *own(LATE_COLUMNS)])), None),
-            ("dead_letter", empty([], StructType([*inputs.fields, *own(DEAD_LETTER_COLUMNS)])), None),
+            ("late", empty([], side_schema(inputs, LATE_COLUMNS)), None),
+            ("dead_letter", empty([], side_schema(inputs, DEAD_LETTER_COLUMNS)), None),
             ("metrics", metrics.empty_table(), metrics_spark),
         ]
         # The first sink's (Parquet's) empty tables are independent Spark jobs: side by side (spark/jobs.py),

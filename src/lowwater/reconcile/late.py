@@ -158,12 +158,16 @@ def as_pairs(spark: SparkSession, late_path: str, cfg: PipelineConfig, schema: T
     does not hold (a copy slipped into ``late/``, a row edited in it) then
     makes its window unexplained, as a row the stream counted twice would.
     """
+    from lowwater.config.output import LATE_COLUMNS
+    from lowwater.io.sink import side_schema
     from lowwater.spark.fs import HadoopFS
     from lowwater.spark.parse import normalise
 
     if HadoopFS(spark).size(late_path) == 0:
         return None
-    late = clipped(normalise(spark.read.parquet(late_path), cfg), cfg)
+    # The schema the engine wrote late/ with (the fingerprint check proved the input schema the same): no job
+    # to infer it from a footer.
+    late = clipped(normalise(spark.read.schema(side_schema(schema, LATE_COLUMNS)).parquet(late_path), cfg), cfg)
     keys = [F.col(k) for k in cfg.window.key]
     return late.select(
         *keys, F.unix_micros("window_start").alias("_ws"), F.unix_micros("window_end").alias("_we"),
