@@ -51,7 +51,6 @@ from lowwater.reconcile.log import DEAD, MOVED, TRUTH
 from lowwater.reconcile.position import StreamPosition
 from lowwater.spark.aggtypes import result_expr
 from lowwater.spark.sqltext import cast, expr, q
-from lowwater.time import NEG_INF
 
 # A cause as a small int (CAUSES' order; null: counted), compared in every per-window aggregate.
 CODE = {c: i for i, c in enumerate(CAUSES)}
@@ -66,8 +65,7 @@ def causes(pairs: DataFrame, policy: str, position: StreamPosition) -> DataFrame
     stream has not fired (``end > W``) is in flight as a whole: its rows that no
     other cause explains are ``in_flight``.
     """
-    w = position.watermark_us
-    open_ = "true" if w <= NEG_INF else f"_we > {w}"
+    open_ = position.open_window()
     too_late = CODE["too_late" if policy == "side_output" else "dropped"]
     in_flight, clipped = CODE["in_flight"], CODE["clipped"]
 
@@ -322,6 +320,7 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     # A window is compared when a pair is on one side: a truth pair, or a moved one the stream counted.
     aggs.append(f"sum(CASE WHEN coalesce(_cause != {NONE}, true) THEN _n END) AS _present")
     aggs += _partial(cfg, counted, "_e")
+    by_cause_names: list[str] = []  # in CAUSES' order, aggregated or not
     absent = {}  # a cause no row can have: its value over no row, after the aggregation (no buffer to update)
     for c in CAUSES:
         hit, out = f"_cause = {CODE[c]}", (aggs if c in possible else None)
@@ -334,6 +333,7 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
             elif a.func == "count":
                 by_cause[f"{c}_{a.name}"] = (f"CAST(sum(CASE WHEN {hit} THEN {sign} * _nn{i} ELSE 0 END) AS BIGINT)",
                                              "0")
+        by_cause_names.extend(by_cause)
         for name, (agg, zero) in by_cause.items():
             if out is not None:
                 out.append(f"{agg} AS {q(name)}")
@@ -351,6 +351,7 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     grouped = grouped.filter(" OR ".join(f"coalesce({c}, 0) > 0" for c in ("_present", "_emissions", "_dead_n")))
     if absent:
         grouped = grouped.selectExpr("*", *[f"{v} AS {q(k)}" for k, v in absent.items()])
+    skip = {*cfg.window.key, "_ws", "_we", "_present", *by_cause_names}
     keep = [*cfg.window.key, "_ws", "_we", *[c for c in grouped.columns if not c.startswith(("_t_", "_e_"))
-                                             and c not in (*cfg.window.key, "_ws", "_we", "_present")]]
+                                             and c not in skip], *by_cause_names]
     return grouped.select(*keep, *_outputs(cfg, types, "_t"), *_outputs(cfg, types, "_e"))

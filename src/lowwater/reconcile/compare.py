@@ -15,7 +15,6 @@ from lowwater.core.reconcile import CAUSES, REL_TOLERANCE, rule
 from lowwater.reconcile.position import StreamPosition
 from lowwater.reconcile.stream import output_funcs
 from lowwater.spark.sqltext import cast, q
-from lowwater.time import NEG_INF
 
 COUNTS = ("count",)
 
@@ -61,13 +60,10 @@ def side_by_side(cfg: PipelineConfig, out: DataFrame, position: StreamPosition) 
             cols += [f"coalesce({t}, {zero}) - coalesce({st}, {zero}) AS {q(f'diff_{col}')}",
                      f"CASE WHEN NOT {_same(e, st, dt, scale)} THEN coalesce({e}, {zero}) - coalesce({st}, {zero}) "
                      f"END AS {q(f'unexplained_{col}')}"]
-    w = position.watermark_us
-    is_open = "true" if w <= NEG_INF else f"_we > {w}"
+    is_open = position.open_window()
     differs_, wrong_ = " OR ".join(differs), " OR ".join(wrong)
     status = f"CASE WHEN {is_open} THEN 'open' WHEN {wrong_} THEN 'unexplained' ELSE 'explained' END"
-    # In CAUSES' order (``attribution.per_window`` adds the impossible ones last).
-    cause_cols = sorted((c for c in out.columns if c.startswith(CAUSES)),
-                        key=lambda c: next(i for i, p in enumerate(CAUSES) if c.startswith(f"{p}_")))
+    cause_cols = [c for c in out.columns if c.startswith(CAUSES)]
     return out.selectExpr(
         *[q(k) for k in cfg.window.key], "timestamp_micros(_ws) AS window_start", "timestamp_micros(_we) AS window_end",
         "_ws", "_we", f"{status} AS status", *cols,

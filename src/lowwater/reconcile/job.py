@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.core.reconcile import CAUSES
 from lowwater.io.checkpoint import check_outputs_match, fingerprint
+from lowwater.io.outputs import OUTPUT_CONF
 from lowwater.reconcile import attribution, compare, late, log, report, stream
 from lowwater.reconcile.apply import covered_files
 from lowwater.reconcile.position import StreamPosition, stream_position
@@ -43,6 +44,7 @@ JOB_CONF = {
     # them, folded the whole comparison into ONE task (10 M rows: 2.5 s on one core, ~1.4 s on two). Its
     # tasks are the session's shuffle partitions, one reconcile/ file each.
     "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    **OUTPUT_CONF,  # reconcile/ is written as every output is (UTC-adjusted microsecond timestamps)
 }
 
 
@@ -153,7 +155,7 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
                                    position)
     tallied = attribution.causes(tallied, policy, position)
     # Every window (and the dead letters' row, no window) compared in one job, which observes the summary's
-    # numbers on the way and keeps only the differing windows (persisted: the reports and --apply read them).
+    # numbers on the way and writes only the differing windows.
     possible = {"in_flight", "too_late" if side_output else "dropped", *(["clipped"] if log.may_clip(cfg) else [])}
     per_window = attribution.per_window(cfg, tallied, types, folded, fold_aggs, by_window, taken,
                                         marked=not subtract, possible=frozenset(possible))

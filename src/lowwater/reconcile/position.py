@@ -33,6 +33,11 @@ class StreamPosition:
     read_files: tuple[str, ...]  # paths (no scheme) of the landed files the stream has read
     landed_files: int  # files in the file log (read or not)
 
+    def open_window(self) -> str:
+        """SQL text: the window (``_we``, its end in µs) has not fired in the stream, ``end > W`` (every window
+        while W is undefined): in flight as a whole, not compared."""
+        return "true" if self.watermark_us <= NEG_INF else f"_we > {self.watermark_us}"
+
 
 def stream_position(spark: SparkSession, cfg: PipelineConfig) -> StreamPosition:
     """The position of the pipeline whose checkpoint ``cfg`` names (a pipeline that never ran: step -1)."""

@@ -19,10 +19,9 @@ def write_parquet(frame: DataFrame, path: str) -> T.StructType:
     """One row per differing window (overwritten by each reconcile: it is the latest comparison); the schema
     written (the frame's columns without the internal ``_`` ones).
 
-    Written by the tasks that compare (``job.reconcile``), a file each.
+    Written by the tasks that compare (``job.reconcile``, with the outputs' Parquet settings in force), a file
+    each.
     """
-    spark = frame.sparkSession
-    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     out = frame.select(*[c for c in frame.columns if not c.startswith("_")])
     out.write.mode("overwrite").parquet(path)
     return out.schema
