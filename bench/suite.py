@@ -5,7 +5,9 @@ One process, one SparkSession; every case generates its data once
 20,000 events/s, exponential arrival delays with 1 % of rows 5-30 s late) and
 runs native Spark and lowwater back to back on the same files with the same
 ``maxFilesPerTrigger``. Each case prints one JSON line per engine and one with
-the ratio; the suite ends with one ``bar`` line per bar of issue 5:
+the ratio, and appends its figures to ``bench/results/suite.jsonl`` (not with
+``--quick``; ``python -m bench.report`` turns them into docs/performance.md's
+table); the suite ends with one ``bar`` line per bar of issue 5:
 
 * ``shapes``   -- throughput of tumbling, hopping and session windows;
 * ``keys``     -- tumbling throughput at 1k, 100k and 1M keys;
