@@ -1,0 +1,1 @@
+"""Benchmarks: lowwater against native Spark (python -m bench); results in bench/results/."""

@@ -8,7 +8,8 @@ inherits the other's JIT-warm JVM::
     cd NEW && PYTHONPATH=$PWD/src python -m bench.ab new /tmp/ab-data --shape session
 
 The first run lands the log (the bench's shapes log: 2M events, 100k keys) in
-``DATA``; the others reuse it. Prints one JSON line per measured round.
+``DATA``; the others reuse it. Prints one JSON line per measured round and appends the
+rounds to ``bench/results/ab.jsonl`` (case ``ab/<shape>, <tag>``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from bench import suite
+from bench.results import record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,10 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         suite.land(warm, suite.make_log(1_000_000, 1_000, suite.PARTITIONS, suite.RATE), 8)
         for i in range(2):  # JIT and caches warm before anything is measured (bench/suite.py warmup)
             suite.lowwater_run(spark, warm, suite.TUMBLING, 5, 0, 1, work / f"warm-out-{i}")
+        rounds = []
         for i in range(args.rounds):
             r = suite.lowwater_run(spark, args.data, shape, 5, 0, 1, work / f"out-{i}")
+            rounds.append(r)
             print(json.dumps({"tag": args.tag, "shape": args.shape, "round": i, "seconds": round(r["seconds"], 2),
                               "step_s_median": r["step_s_median"]}), flush=True)
+        best = min(rounds, key=lambda r: r["seconds"])
+        record("ab", f"ab/{args.shape}, {args.tag}", {
+            "rounds_s": [round(r["seconds"], 2) for r in rounds], "best_s": round(best["seconds"], 2),
+            "step_s_median": best["step_s_median"]})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from bench.results import record, size
+
 START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 
 
@@ -127,6 +129,10 @@ def main(argv: list[str] | None = None) -> None:
         if len(results) == 2:
             ratio = round(results["lowwater"] / results["native"], 3)
             print(json.dumps({"case": "tumbling/ratio", "lowwater_over_native": ratio}))
+            batch = size(args.events // args.files * args.files_per_batch)
+            record("engine_vs_native", f"engine_vs_native/tumbling {args.window_s} s, {batch}-row batches", {
+                "events": args.events, "native_eps": round(results["native"]),
+                "lowwater_eps": round(results["lowwater"]), "ratio": ratio})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -27,6 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.results import record, size
+
 START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 S = 1_000_000
 
@@ -143,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
             "max_open_rows": low["max_open_rows"], "state_bound": round(bound),
             "open_over_bound": round(low["max_open_rows"] / bound, 3),
         }))
+        record("join_vs_native", f"join_vs_native/{size(args.clicks)} clicks, {args.files} files", {
+            "events": events, "native_s": round(nat["seconds"], 1), "lowwater_s": round(low["seconds"], 1),
+            "ratio": round(nat["seconds"] / low["seconds"], 2), "lowwater_max_open_rows": low["max_open_rows"],
+            "bound_rows": round(bound)})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

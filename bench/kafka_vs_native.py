@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from bench.engine_vs_native import make_log
+from bench.results import record
 
 TOPIC = "bench"
 
@@ -174,6 +175,12 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"case": "kafka/ratio", "native_events_per_s": round(native_rate),
                           "lowwater_events_per_s": round(lw_rate),
                           "lowwater_over_native": round(lw_rate / native_rate, 3)}))
+        cut = ("one micro-batch" if args.max_offsets_per_trigger is None
+               else f"{args.max_offsets_per_trigger} offsets a trigger")
+        record("kafka_vs_native", f"kafka_vs_native/{args.partitions} partitions, {cut}", {
+            "events": args.events, "native_eps": round(native_rate), "lowwater_eps": round(lw_rate),
+            "ratio": round(lw_rate / native_rate, 3), "native_runs_eps": [round(x) for x in rates["native"]],
+            "lowwater_runs_eps": [round(x) for x in rates["lowwater"]]})
     finally:
         if isinstance(broker, TestBroker):
             broker.stop()

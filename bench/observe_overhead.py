@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.engine_vs_native import make_log
+from bench.results import record
 from bench.suite import PARTITIONS, RATE, TUMBLING, land, lowwater_config
 
 
@@ -102,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
             "step_s_median_off": round(float(np.median([r["step_s_median"] for r in runs[False]])), 3),
             "step_s_median_on": round(float(np.median([r["step_s_median"] for r in runs[True]])), 3),
         }), flush=True)
+        record("observe_overhead", "observe_overhead/Prometheus + alerts"
+               + ("" if args.no_spark_progress else " + Spark progress"), {
+                   "rows_per_s_off": round(off), "rows_per_s_on": round(on), "on_over_off": round(on / off, 2),
+                   "step_s_off": round(float(np.median([r["step_s_median"] for r in runs[False]])), 3),
+                   "step_s_on": round(float(np.median([r["step_s_median"] for r in runs[True]])), 3)})
     finally:
         shutil.rmtree(work, ignore_errors=True)
         spark.stop()

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from bench.engine_vs_native import generate
+from bench.results import record, size
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -99,6 +100,13 @@ def main(argv: list[str] | None = None) -> None:
                           "median": round(statistics.median(recs) / statistics.median(bases), 3),
                           "baseline_median_s": round(statistics.median(bases), 2),
                           "reconcile_median_s": round(statistics.median(recs), 2)}))
+        record("reconcile", f"reconcile/{size(args.rows)} rows, {size(args.keys)} keys, {args.policy}", {
+            "baseline_runs_s": [round(x, 2) for x in bases], "reconcile_runs_s": [round(x, 2) for x in recs],
+            "ratio_first": round(recs[0] / bases[0], 2),
+            "ratio_median": round(statistics.median(recs) / statistics.median(bases), 2),
+            "windows_checked": s["windows_checked"], "windows_differing": s["windows_differing"],
+            "unexplained": s["unexplained"],
+            "too_late_rows": s["causes"]["too_late"]["rows"] + s["causes"]["dropped"]["rows"]})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

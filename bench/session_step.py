@@ -30,6 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.results import record, size
+
 
 def generate(path: Path, rows: int, keys: int, seed: int = 1) -> None:
     rng = np.random.default_rng(seed)
@@ -82,6 +84,8 @@ def main() -> None:
         t1 = time.monotonic()
         engine.drain()
         t2 = time.monotonic()
+        lw_rate = args.rows / (t1 - t0)  # the last run's (warm) is recorded
+        live = report.open_windows
         print(f"run {rep}: lowwater step {args.rows / (t1 - t0):,.0f} rows/s ({t1 - t0:.2f}s; "
               f"{report.open_windows} open sessions, {report.windows_fired} fired), drain {t2 - t1:.2f}s", flush=True)
     for rep in range(args.reps):
@@ -93,6 +97,10 @@ def main() -> None:
         agg.write.mode("overwrite").parquet(str(work / "native"))
         t1 = time.monotonic()
         print(f"run {rep}: native session_window {args.rows / (t1 - t0):,.0f} rows/s ({t1 - t0:.2f}s)", flush=True)
+    native_rate = args.rows / (t1 - t0)
+    record("session_step", f"session_step/{size(args.rows)} rows, {size(args.keys)} keys", {
+        "lowwater_rows_per_s": round(lw_rate), "native_batch_rows_per_s": round(native_rate),
+        "ratio": round(lw_rate / native_rate, 2), "live_sessions": live})
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -5,7 +5,9 @@ One process, one SparkSession; every case generates its data once
 20,000 events/s, exponential arrival delays with 1 % of rows 5-30 s late) and
 runs native Spark and lowwater back to back on the same files with the same
 ``maxFilesPerTrigger``. Each case prints one JSON line per engine and one with
-the ratio; the suite ends with one ``bar`` line per bar of issue 5:
+the ratio, and appends its figures to ``bench/results/suite.jsonl`` (not with
+``--quick``; ``python -m bench.report`` turns them into docs/performance.md's
+table); the suite ends with one ``bar`` line per bar of issue 5:
 
 * ``shapes``   -- throughput of tumbling, hopping and session windows;
 * ``keys``     -- tumbling throughput at 1k, 100k and 1M keys;
@@ -44,16 +46,33 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench import results
 from bench.engine_vs_native import START_US, make_log
 
 RATE = 20_000.0
 PARTITIONS = 8
 CASES = ("shapes", "keys", "lateness", "latency")
 ROUNDS = 2  # runs per engine and case, best kept (``--rounds``)
+RECORD = True  # append each case's figures to bench/results/suite.jsonl (not with --quick: other sizes)
 
 
 def emit(**fields: object) -> None:
     print(json.dumps(fields), flush=True)
+
+
+def record(case: str, figures: dict) -> None:
+    """One line of bench/results/suite.jsonl (``python -m bench.report`` makes the docs' table of them)."""
+    if RECORD:
+        results.record("suite", case, figures)
+
+
+def throughput(r: dict, **more: object) -> dict:
+    """The figures ``side_by_side`` measured, as recorded (``more`` first: the case's sizes)."""
+    out = {**more, "native_eps": round(r["native_eps"])}
+    if r.get("ratio") is not None:
+        out |= {"lowwater_eps": round(r["lowwater_eps"]), "ratio": round(r["ratio"], 3),
+                "step_s_median": r["step_s_median"]}
+    return out
 
 
 @dataclass(frozen=True)
@@ -296,7 +315,7 @@ def side_by_side(spark, work: Path, case: str, data: Path, shape: Shape, events:
          lowwater_over_native=round(ratio, 3))
     shutil.rmtree(out, ignore_errors=True)
     return {"native_eps": n_eps, "lowwater_eps": l_eps, "ratio": ratio, "open_windows": lw["open_windows"],
-            "native_peak": nat["peak_state"]}
+            "native_peak": nat["peak_state"], "step_s_median": lw["step_s_median"]}
 
 
 def case_shapes(spark, work: Path, q: bool, bars: list) -> None:  # noqa: ANN001
@@ -307,6 +326,7 @@ def case_shapes(spark, work: Path, q: bool, bars: list) -> None:  # noqa: ANN001
     for shape in (TUMBLING, HOPPING, SESSION):
         r = side_by_side(spark, work, "shapes", data, shape, events, 1, keys=keys, batch_rows=events // files)
         ratios[shape.type] = None if r["ratio"] is None else round(r["ratio"], 3)
+        record(f"shapes/{shape.type}", throughput(r, keys=keys))
     measured = {k: v for k, v in ratios.items() if v is not None}
     bars.append({
         "bar": "throughput ratio >= 0.5 on every window shape",
@@ -325,6 +345,7 @@ def case_keys(spark, work: Path, q: bool, bars: list) -> None:  # noqa: ANN001
         land(data, make_log(events, keys, PARTITIONS, RATE), files)
         r = side_by_side(spark, work, "keys", data, TUMBLING, events, 1, keys=keys, batch_rows=events // files)
         ratios[keys] = round(r["ratio"], 3)
+        record(f"keys/{keys}", throughput(r))
         shutil.rmtree(data, ignore_errors=True)
     vals = list(ratios.values())
     # "Not falling": each ratio at least 90 % of the previous one (run-to-run noise on a shared machine).
@@ -363,6 +384,8 @@ def case_lateness(spark, work: Path, q: bool, bars: list) -> None:  # noqa: ANN0
              lowwater_peak=peak_lw, lowwater_over_required=None if ratio is None else round(ratio, 3),
              native_peak=r.get("native_peak"),
              native_over_required=round(r["native_peak"] / peak_req, 3) if r.get("native_peak") and peak_req else None)
+        record(f"lateness/L={lateness_s:g}s", throughput(r, keys=keys, batch_rows=events // files)
+               | {"required_peak": peak_req, "lowwater_peak": peak_lw, "native_peak": r.get("native_peak")})
         if ratio is not None:
             worst = max(worst, ratio)
         rows[str(lateness_s)] = {"ratio": None if r["ratio"] is None else round(r["ratio"], 3),
@@ -470,6 +493,10 @@ def case_latency(spark, work: Path, q: bool, bars: list, interval_s: float = 1.0
          step_s_p90=round(float(np.percentile(steps, 90)), 3) if steps else None,
          latency_median_intervals=round(med, 2), latency_p90_intervals=round(p90, 2),
          latency_max_intervals=round(float(lat_a.max()), 2) if len(lat_a) else None)
+    record(f"latency/{interval_s:g}s trigger", {
+        "step_s_median": round(float(np.median(steps)), 3) if steps else None,
+        "latency_median_intervals": round(med, 2), "latency_p90_intervals": round(p90, 2),
+        "latency_max_intervals": round(float(lat_a.max()), 2) if len(lat_a) else None})
     bars.append({"bar": f"median latency <= 2 trigger intervals at 20,000 events/s ({interval_s:g} s trigger)",
                  "pass": bool(med <= 2),
                  "median_intervals": round(med, 2), "p90_intervals": round(p90, 2),
@@ -508,8 +535,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(cases) - set(CASES)
     if unknown:
         ap.error(f"unknown case(s): {', '.join(sorted(unknown))}")
-    global ROUNDS  # noqa: PLW0603 - one setting for every case of this process
+    global ROUNDS, RECORD  # noqa: PLW0603 - one setting for every case of this process
     ROUNDS = max(1, args.rounds if args.rounds is not None else (1 if args.quick else 2))
+    RECORD = not args.quick
 
     from lowwater.config import SparkConfig
     from lowwater.spark.session import get_spark

@@ -1,0 +1,1 @@
+"""lowwater's tests: core (pure, milliseconds), spark (a SparkSession), bench, scenarios."""

@@ -131,7 +131,7 @@ def misread_time_unit(typical_us: float, unit: str) -> str | None:
     for other in TIME_UNITS:
         as_other = typical_us * US_PER[other] / US_PER[unit]
         if other != unit and fits[0] <= as_other < fits[1]:
-            day = format_ts(int(as_other))[:10]
+            day = (format_ts(int(as_other)) or "")[:10]
             when = "after the year 2200" if late else "in 1970"
             return (f'read as time_unit = "{unit}" they fall {when}; as "{other}" they are {day}: '
                     f'set source.time_unit = "{other}"')

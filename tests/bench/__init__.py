@@ -1,0 +1,1 @@
+"""Tests of the benchmarks' helpers and of the results report (no benchmark runs)."""

@@ -1,0 +1,1 @@
+"""Tests of the pure semantic core: no Spark, milliseconds each."""

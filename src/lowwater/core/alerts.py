@@ -117,7 +117,7 @@ class AlertState:
             now = verdict is not None
             if now != self.firing[rule]:
                 self.firing[rule] = now
-                if now:
+                if verdict is not None:
                     message, value, threshold = verdict
                 else:
                     message, value, threshold = "back to normal", None, None

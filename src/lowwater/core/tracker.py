@@ -195,15 +195,15 @@ class WatermarkTracker:
                 at_row.add(wm, clocks[0] <= until, part)
                 assert at_next is not None
                 at_next.add(wm, clocks[1] <= until, part)
-        for wm, until in waiting:  # a source that has not reported yet: W is undefined until it does
-            if until is None or clocks is None:
-                at_row.add(wm, None, wm <= NEG_INF)
+        for src_wm, src_until in waiting:  # a source that has not reported yet: W is undefined until it does
+            if src_until is None or clocks is None:
+                at_row.add(src_wm, None, src_wm <= NEG_INF)
                 if at_next is not None:
-                    at_next.add(wm, None, wm <= NEG_INF)
+                    at_next.add(src_wm, None, src_wm <= NEG_INF)
             else:
-                at_row.add(wm, clocks[0] <= until, wm <= NEG_INF)
+                at_row.add(src_wm, clocks[0] <= src_until, src_wm <= NEG_INF)
                 assert at_next is not None
-                at_next.add(wm, clocks[1] <= until, wm <= NEG_INF)
+                at_next.add(src_wm, clocks[1] <= src_until, src_wm <= NEG_INF)
         running = at_row.low_watermark(st.watermark_us)
         if at_next is not None:
             running = np.maximum(running, at_next.low_watermark(st.watermark_us))
@@ -274,17 +274,17 @@ class WatermarkTracker:
         gen = self._gens[i]
         declared = self._keys[i] in self._declared
         if f is None:  # no rows in this batch: constant
-            until = gen.active_until_us(self.state.start_clock_us)
-            wm = gen.watermark_us
+            until_us = gen.active_until_us(self.state.start_clock_us)
+            wm_us = gen.watermark_us
             return (
-                np.full(n + 1, wm, dtype=np.int64),
-                None if until >= POS_INF else np.full(n + 1, until, dtype=np.int64),
-                wm <= NEG_INF and (declared or gen.reported),
+                np.full(n + 1, wm_us, dtype=np.int64),
+                None if until_us >= POS_INF else np.full(n + 1, until_us, dtype=np.int64),
+                wm_us <= NEG_INF and (declared or gen.reported),
             )
         # State k holds the values after the last of this input's rows before k. Both are
         # non-decreasing (the protocol's promise), so a running max fills the gaps.
         wm = _steps(n, f.rows, f.before_us, f.emitted.watermark_us)
-        until = None
+        until: np.ndarray | None = None
         if f.emitted.active_until_us is not None or f.active_until_us < POS_INF:
             after = f.emitted.active_until_us
             until = _steps(n, f.rows, f.active_until_us, np.full(len(f.rows), POS_INF) if after is None else after)

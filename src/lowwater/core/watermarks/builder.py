@@ -90,7 +90,7 @@ def _punctuated(t: _Table) -> dict[str, Any]:
 
 
 def _adaptive(t: _Table) -> dict[str, Any]:
-    values = {
+    values: dict[str, Any] = {
         "target_quantile": t.number("target_quantile", 0.999),
         "rows": t.count("rows"),
         "over_us": t.duration("over"),

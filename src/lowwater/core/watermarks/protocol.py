@@ -109,7 +109,10 @@ class WatermarkGenerator(Protocol):
 class GeneratorSpec(Protocol):
     """A frozen configuration that builds a partition's generator (``kind``: the strategy name)."""
 
-    kind: str
+    @property
+    def kind(self) -> str:
+        """The strategy name (read-only: a class constant or a property)."""
+        ...
 
     def build(self, snapshot: dict[str, Any] | None = None) -> WatermarkGenerator:
         """A new generator, restored from ``snapshot`` when given."""
