@@ -7,6 +7,9 @@ the same out-of-orderness bound ``L``, and writes its window results to files;
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +125,23 @@ def run_lowwater(spark, q: Query, s: Setup, work: Path) -> dict:  # noqa: ANN001
     return {"seconds": secs, "counts": counts_parquet(out / "results", final_only=True),
             "summary_completeness": summary["completeness"], "too_late": summary["too_late"],
             "steps": len(engine.reports)}
+
+
+def run_lowwater_cli(q: Query, s: Setup, work: Path) -> dict:
+    """``python -m lowwater.cli run <q>.toml --drain -q`` as a subprocess: the whole process timed, JVM start too."""
+    out = work / f"lowwater-{q.name}"
+    toml = work / f"{q.name}.toml"
+    toml.write_text(lowwater_toml(q, s, out))
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "lowwater.cli", "run", str(toml), "--drain", "-q"],
+                          capture_output=True, text=True, check=False)
+    secs = time.monotonic() - t0
+    if done.returncode != 0:
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+        raise RuntimeError(f"lowwater run {toml.name} --drain: exit {done.returncode}: {tail[-800:]}")
+    summary = json.loads((out / "summary.json").read_text())
+    return {"seconds": secs, "counts": counts_parquet(out / "results", final_only=True),
+            "summary_completeness": summary["completeness"], "too_late": summary["too_late"], "via": "cli"}
 
 
 # -- native Spark -------------------------------------------------------------------

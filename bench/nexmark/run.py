@@ -55,12 +55,12 @@ def _spark(cores: int):  # noqa: ANN202 - a SparkSession
     ))
 
 
-def run_one(engine: str, spark, query: str, setup: Setup, work: Path) -> dict:  # noqa: ANN001
+def run_one(engine: str, spark, query: str, setup: Setup, work: Path, cli: bool = False) -> dict:  # noqa: ANN001
     q = QUERIES[query]
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     if engine == "lowwater":
-        return engines.run_lowwater(spark, q, setup, work)
+        return engines.run_lowwater_cli(q, setup, work) if cli else engines.run_lowwater(spark, q, setup, work)
     if engine == "spark":
         return engines.run_spark(spark, q, setup, work)
     return engines.run_flink(q, setup, work, "hashmap" if engine == "flink-heap" else "rocksdb")
@@ -92,7 +92,7 @@ def figures(runs: dict, rows: int, cores: int, body: dict) -> list[dict]:
             "completeness_rounds": sorted({whole(r) for r in ok}),
             "completeness_body": round(truth.counted_body(best["counts"], cut) / expected, 5) if expected else None,
         }
-        for k in ("summary_completeness", "too_late", "steps"):
+        for k in ("summary_completeness", "too_late", "steps", "via"):
             if k in best:
                 row[k] = best[k]
         out.append(row)
@@ -123,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lateness-s", type=int, default=2, help="the out-of-orderness bound L of every engine")
     ap.add_argument("--idle-timeout-s", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--lowwater-cli", action="store_true",
+                    help="run lowwater as `lowwater run <q>.toml --drain` subprocesses (timed with their JVM start)")
     ap.add_argument("--no-record", action="store_true", help=f"do not append to {RESULTS.name}")
     args = ap.parse_args(argv)
     chosen = [e.strip() for e in args.engines.split(",") if e.strip()]
@@ -134,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     disorder = Disorder()
     slices = args.slices or max(4, args.events // 100_000)
 
+    load_start = [round(x, 2) for x in os.getloadavg()]
     work = Path(tempfile.mkdtemp(prefix="lowwater-nexmark-"))
     try:
         t0 = time.monotonic()
@@ -143,14 +146,15 @@ def main(argv: list[str] | None = None) -> int:
         body = {q: (cut, truth.expected_body(QUERIES[q], frame, cut)) for q in queries}
         emit(case="generate", events=args.events, slices=slices, seconds=round(time.monotonic() - t0, 1))
         setup = Setup(data, args.lateness_s, args.idle_timeout_s, cores)
-        spark = _spark(cores) if {"lowwater", "spark"} & set(chosen) else None
+        in_process = {"spark"} | (set() if args.lowwater_cli else {"lowwater"})
+        spark = _spark(cores) if in_process & set(chosen) else None
         runs: dict = {(e, q): [] for e in chosen for q in queries}
         for r in range(max(1, args.rounds)):
             order = chosen[r % len(chosen):] + chosen[:r % len(chosen)]
             for query in queries:
                 for engine in order:
                     try:
-                        got = run_one(engine, spark, query, setup, work / "run")
+                        got = run_one(engine, spark, query, setup, work / "run", args.lowwater_cli)
                     except Exception as e:  # noqa: BLE001 - one engine failing is a result, not the end
                         got = {"error": f"{type(e).__name__}: {str(e)[:800]}"}
                     runs[(engine, query)].append(got)
@@ -160,10 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         rows = figures(runs, args.events, cores, body)
         record = {
             "bench": "nexmark", "commit": _commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "load_average": [round(x, 2) for x in os.getloadavg()], "cpu_count": cores,
+            "load_average_start": load_start, "load_average": [round(x, 2) for x in os.getloadavg()],
+            "cpu_count": cores,
             "machine": platform.platform(), "events": args.events, "rate": args.rate, "seed": args.seed,
             "slices": slices, "lateness_s": args.lateness_s, "idle_timeout_s": args.idle_timeout_s,
-            "partitions": disorder.partitions, "rounds": args.rounds, "results": rows, "ratios": ratios(rows),
+            "partitions": disorder.partitions, "rounds": args.rounds, "lowwater_cli": args.lowwater_cli,
+            "results": rows, "ratios": ratios(rows),
         }
         for row in rows:
             emit(case="result", **row)
