@@ -1,4 +1,5 @@
-"""The Nexmark-with-disorder generator's properties (no engine runs here)."""
+"""Nexmark with disorder, no engine run: the generator's properties, the complete-answer counts,
+the figures and ratios, and the lowwater pipelines as valid configurations."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from bench.nexmark import truth
-from bench.nexmark.engines import QUERIES
+from bench.nexmark.engines import QUERIES, Setup, lowwater_toml
 from bench.nexmark.generator import BID, EPOCH, START_MS, Disorder, bids, idle_stretch, land
+from bench.nexmark.run import figures, ratios
+
+from lowwater.config import load_config
 
 N = 46_000  # 1,000 epochs of 50 Nexmark events
 D = Disorder()
@@ -115,3 +119,37 @@ def test_expected_body_counts_windows_by_hand() -> None:
     assert truth.expected_body(QUERIES["q11"], rows, 19_999) == 3
     assert truth.expected_body(QUERIES["q11"], rows, 20_000) == 4
     assert truth.expected_body(QUERIES["q11"], rows, 35_000) == 5
+
+
+def test_the_lowwater_pipelines_are_valid_configurations(tmp_path, frame: pd.DataFrame) -> None:
+    landed = land(frame.iloc[:1_000], tmp_path / "data", slices=2, partitions=D.partitions)
+    setup = Setup(landed, lateness_s=2, idle_timeout_s=5, cores=2)
+    shapes = {}
+    for q in QUERIES.values():
+        path = tmp_path / f"{q.name}.toml"
+        path.write_text(lowwater_toml(q, setup, tmp_path / q.name))
+        cfg = load_config(path)
+        w = cfg.window
+        shapes[q.name] = (w.type, w.size_us, w.slide_us, w.key, tuple(a.name for a in w.aggregations))
+        assert cfg.sources[0].max_files_per_batch == D.partitions  # one arrival slice per step
+    assert shapes["q5"] == ("hopping", 10_000_000, 2_000_000, ("auction",), ())
+    assert shapes["q7"][:2] == ("tumbling", 10_000_000) and shapes["q7"][3:] == ((), ("max_price",))
+    assert shapes["q11"][0] == "session" and shapes["q11"][3] == ("bidder",)
+
+
+def test_figures_and_ratios_from_rounds() -> None:
+    def counts(n: int) -> pd.DataFrame:
+        return pd.DataFrame({"window_end_ms": [10_000, 20_000], "count": [n - 10, 10]})
+
+    runs = {
+        ("lowwater", "q7"): [{"seconds": 4.0, "counts": counts(1_000)}, {"seconds": 2.0, "counts": counts(1_000)}],
+        ("spark", "q7"): [{"seconds": 1.0, "counts": counts(900)}],
+        ("flink-rocksdb", "q7"): [{"error": "RuntimeError: no JVM"}],
+    }
+    rows = {r["engine"]: r for r in figures(runs, rows=1_000, cores=2, body={"q7": (10_000, 990)})}
+    assert rows["lowwater"]["seconds"] == 2.0 and rows["lowwater"]["rounds_s"] == [4.0, 2.0]
+    assert rows["lowwater"]["events_per_s_per_core"] == 250  # 1,000 rows / 2 s / 2 cores
+    assert rows["lowwater"]["completeness"] == 1.0 and rows["spark"]["completeness"] == 0.9
+    assert rows["spark"]["completeness_body"] == round(890 / 990, 5)
+    assert rows["flink-rocksdb"] == {"engine": "flink-rocksdb", "query": "q7", "error": "RuntimeError: no JVM"}
+    assert ratios(list(rows.values())) == {"q7": {"lowwater_over_spark": 0.5}}
