@@ -2,7 +2,7 @@
 
 Every engine reads the same JSON lines (:mod:`bench.nexmark.generator`), with
 the same out-of-orderness bound ``L``, and writes its window results to files;
-:func:`counted` reads them back: the rows counted in final results.
+:func:`counts_parquet` and :func:`counts_json` read them back: (window end, count) per final result.
 """
 
 from __future__ import annotations
