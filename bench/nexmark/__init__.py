@@ -60,8 +60,9 @@ made from the rows (:mod:`bench.nexmark.truth`), because native Spark cannot
 fire the windows still open when bounded input ends (no batch follows the
 last) while lowwater (``--drain``) and Flink (end of input) do. lowwater's
 ratios to native Spark and to each Flink are given per query. One JSON line
-per run is appended to ``bench/results/nexmark.jsonl`` (commit, UTC date,
-load average, cores, machine, sizes, the figures).
+per (query, engine) is appended to ``bench/results/nexmark.jsonl`` through
+``bench.results.record`` (commit, UTC date, load average, machine, sizes,
+the figures; lowwater's line carries its ratios).
 
 **What the disorder does to each.** Native Spark keeps one watermark, the max
 event time over all partitions minus ``L``: the lagging partition's rows

@@ -8,13 +8,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from bench import results
 from bench.nexmark import engines, truth
 from bench.nexmark.engines import QUERIES, Setup
 from bench.nexmark.generator import Disorder, bids, land
@@ -25,19 +24,6 @@ RESULTS = Path(__file__).resolve().parents[1] / "results" / "nexmark.jsonl"
 
 def emit(**fields: object) -> None:
     print(json.dumps(fields), flush=True)
-
-
-def _append_result(record: dict, path: Path = RESULTS) -> None:
-    """Append one JSON line to ``bench/results/nexmark.jsonl`` (to become the shared ``bench/results.py``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
-
-
-def _commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False,
-                          cwd=Path(__file__).resolve().parent)
-    return done.stdout.strip() or "unknown"
 
 
 def _spark(cores: int):  # noqa: ANN202 - a SparkSession
@@ -162,20 +148,21 @@ def main(argv: list[str] | None = None) -> int:
                     emit(case="run", round=r, engine=engine, query=query, **shown,
                          **({"counted": int(got["counts"]["count"].sum())} if "counts" in got else {}))
         rows = figures(runs, args.events, cores, body)
-        record = {
-            "bench": "nexmark", "commit": _commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "load_average_start": load_start, "load_average": [round(x, 2) for x in os.getloadavg()],
-            "cpu_count": cores,
-            "machine": platform.platform(), "events": args.events, "rate": args.rate, "seed": args.seed,
-            "slices": slices, "lateness_s": args.lateness_s, "idle_timeout_s": args.idle_timeout_s,
-            "partitions": disorder.partitions, "rounds": args.rounds, "lowwater_cli": args.lowwater_cli,
-            "results": rows, "ratios": ratios(rows),
+        setting = {
+            "load_at_start": load_start, "cpu_count": cores, "events": args.events, "rate": args.rate,
+            "seed": args.seed, "slices": slices, "lateness_s": args.lateness_s,
+            "idle_timeout_s": args.idle_timeout_s, "partitions": disorder.partitions, "rounds": args.rounds,
+            "lowwater_cli": args.lowwater_cli,
         }
+        by_query = ratios(rows)
         for row in rows:
             emit(case="result", **row)
-        emit(case="ratios", **record["ratios"])
-        if not args.no_record:
-            _append_result(record)
+            if not args.no_record:  # one line per (query, engine): bench/results/nexmark.jsonl
+                figs = {k: v for k, v in row.items() if k not in ("engine", "query")}
+                if row["engine"] == "lowwater":
+                    figs.update(by_query.get(row["query"], {}))
+                results.record("nexmark", f"nexmark/{row['query']}/{row['engine']}", figs, **setting)
+        emit(case="ratios", **by_query)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
