@@ -146,6 +146,11 @@ class WatermarkTracker:
     def watermark_us(self) -> int:
         return self.state.watermark_us
 
+    @property
+    def inputs(self) -> list[tuple[str, str, WatermarkGenerator, bool]]:
+        """Every input in index order: ``(source, partition, its generator, declared)``."""
+        return [(s, p, g, (s, p) in self._declared) for (s, p), g in zip(self._keys, self._gens, strict=True)]
+
     def advance(
         self,
         partitions: np.ndarray | PartitionCodes,
@@ -168,7 +173,7 @@ class WatermarkTracker:
         mark = None if markers is None else np.asarray(markers, dtype=bool)
         for strat in self.strategies.values():
             strat.check_inputs(arr is not None, mark is not None)
-        silent = self._silent_sources()
+        silent = self.silent_sources()
         idx = self.partition_indices(partitions, sources)
         n, st = len(ev), self.state
         if n == 0:
@@ -202,7 +207,7 @@ class WatermarkTracker:
         st.rows_seen += n
         return seen
 
-    def _silent_sources(self) -> list[str]:
+    def silent_sources(self) -> list[str]:
         """Sources of a union with no partition known yet (declared partitions count as known)."""
         if len(self.strategies) < 2:
             return []
