@@ -93,7 +93,7 @@ def run_both(strategies: dict, log: list[tuple], cuts: list[int], clock: bool = 
 @st.composite
 def cases(draw):
     names = ["radar", "cdc"][: draw(st.integers(1, 2))]
-    n_parts = draw(st.integers(1, 4))
+    n_parts = draw(st.integers(1, 5))
     strategies = {}
     for name in names:
         s = draw(strategy_for(n_parts))
@@ -101,7 +101,8 @@ def cases(draw):
             s = s.with_max_future_skew(draw(st.integers(0, 20)))
         strategies[name] = s
     n = draw(st.integers(1, 80))
-    arrivals = sorted(draw(st.lists(st.integers(0, 300), min_size=n, max_size=n)))
+    span = draw(st.sampled_from([20, 300]))  # 20: many rows share an arrival time
+    arrivals = sorted(draw(st.lists(st.integers(0, span), min_size=n, max_size=n)))
     log = [
         (
             draw(st.sampled_from(names)),
