@@ -91,17 +91,17 @@ def run_both(strategies: dict, log: list[tuple], cuts: list[int], clock: bool = 
 
 
 @st.composite
-def cases(draw):
+def cases(draw, max_parts: int = 5, max_rows: int = 80):
     names = ["radar", "cdc"][: draw(st.integers(1, 2))]
-    n_parts = draw(st.integers(1, 5))
+    n_parts = draw(st.integers(1, max_parts))
     strategies = {}
     for name in names:
         s = draw(strategy_for(n_parts))
         if draw(st.booleans()):
             s = s.with_max_future_skew(draw(st.integers(0, 20)))
         strategies[name] = s
-    n = draw(st.integers(1, 80))
-    span = draw(st.sampled_from([20, 300]))  # 20: many rows share an arrival time
+    n = draw(st.integers(1, max_rows))
+    span = draw(st.sampled_from([20, 300, 4 * max_rows]))  # 20: many rows share an arrival time
     arrivals = sorted(draw(st.lists(st.integers(0, span), min_size=n, max_size=n)))
     log = [
         (
@@ -126,6 +126,13 @@ def cases(draw):
 @settings(max_examples=400, deadline=None)
 @given(cases())
 def test_the_row_clock_equals_the_tracker_row_for_row_for_any_cut(case):
+    strategies, log, cuts, clock = case
+    run_both(strategies, log, cuts, clock)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cases(max_parts=12, max_rows=400))
+def test_the_row_clock_equals_the_tracker_on_longer_logs_with_many_partitions(case):
     strategies, log, cuts, clock = case
     run_both(strategies, log, cuts, clock)
 
