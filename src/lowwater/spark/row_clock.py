@@ -104,7 +104,8 @@ def attach(
 ) -> tuple[DataFrame, TrackerState, FoldCounts]:
     """The valid rows of a step with their ``W(r)`` (column ``w_us``), the tracker state after it, its counts.
 
-    ``parsed``: one source's normalised rows (``spark/parse.py``) with ``_rid``;
+    ``parsed``: one source's rows with the planner's columns (``StepPlanner.compact_columns``:
+    which of ``_offset``, ``_file``, ``_block`` it holds decides the tie order, as in ``StepPlanner.plan``);
     ``state``: the tracker state before the step (not modified). Equals
     ``StepPlanner.plan``'s ``W(r)`` row for row.
     """

@@ -69,10 +69,11 @@ class WatermarkStepFunction:
         return self.lookup_packed(pack(major, minor))
 
     def lookup_packed(self, keys: np.ndarray) -> np.ndarray:
+        """``W(r)`` for rows given by their packed keys."""
+        if not len(self.values):
+            return np.full(len(keys), self.before_us, dtype=np.int64)
         at = np.searchsorted(self.keys, keys, side="right") - 1
-        return np.where(at < 0, self.before_us, self.values[np.maximum(at, 0)]) if len(self.values) else np.full(
-            len(keys), self.before_us, dtype=np.int64
-        )
+        return np.where(at < 0, self.before_us, self.values[np.maximum(at, 0)])
 
     @property
     def final_us(self) -> int:
