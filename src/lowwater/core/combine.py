@@ -21,7 +21,7 @@ micro-batch, so a batch costs O(points) memory whatever the number of inputs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -67,6 +67,25 @@ class MinOfInputs:
     def low_watermark(self, previous_us: int) -> np.ndarray:
         """Running ``W`` at each point: never below ``previous_us``, never moving back."""
         return np.maximum.accumulate(np.maximum(self.proposals(), previous_us))
+
+
+InputColumns = tuple[np.ndarray, np.ndarray | int | None, np.ndarray | bool]
+"""One input over the evaluation points: ``W_p``, activity deadline (``None``: never idle), takes part."""
+
+
+def min_at(points: int, inputs: Iterable[InputColumns], clocks: Sequence[np.ndarray | None]) -> list[MinOfInputs]:
+    """The min over ``inputs`` at each point, once per arrival clock in ``clocks``.
+
+    An input counts at a point while the arrival clock there has not passed its
+    deadline (idleness, SEMANTICS.md §2: ``clock <= active_until``); a clock of
+    ``None`` means every input counts. The inputs are consumed once, whatever
+    the number of clocks, so they can be produced one at a time (O(points) memory).
+    """
+    mins = [MinOfInputs(points) for _ in clocks]
+    for wm, until, part in inputs:
+        for m, clock in zip(mins, clocks, strict=True):
+            m.add(wm, None if until is None or clock is None else clock <= until, part)
+    return mins
 
 
 class InputStatus(Protocol):

@@ -22,13 +22,14 @@ and ``W`` is the running max of both.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from lowwater.core.combine import MinOfInputs, partition_spread
+from lowwater.core.combine import InputColumns, min_at, partition_spread
 from lowwater.core.tracker_state import DEFAULT_SOURCE, PartitionCodes, PartitionStatus, TrackerState
 from lowwater.core.watermarks import Emitted, PartitionRows, WatermarkGenerator, WatermarkStrategy
 from lowwater.time import NEG_INF, POS_INF
@@ -145,6 +146,11 @@ class WatermarkTracker:
     def watermark_us(self) -> int:
         return self.state.watermark_us
 
+    @property
+    def inputs(self) -> list[tuple[str, str, WatermarkGenerator, bool]]:
+        """Every input in index order: ``(source, partition, its generator, declared)``."""
+        return [(s, p, g, (s, p) in self._declared) for (s, p), g in zip(self._keys, self._gens, strict=True)]
+
     def advance(
         self,
         partitions: np.ndarray | PartitionCodes,
@@ -167,7 +173,7 @@ class WatermarkTracker:
         mark = None if markers is None else np.asarray(markers, dtype=bool)
         for strat in self.strategies.values():
             strat.check_inputs(arr is not None, mark is not None)
-        silent = self._silent_sources()
+        silent = self.silent_sources()
         idx = self.partition_indices(partitions, sources)
         n, st = len(ev), self.state
         if n == 0:
@@ -182,31 +188,16 @@ class WatermarkTracker:
         )
         # State k (after k rows) is evaluated at the arrival of the row just consumed (its partition is
         # active then) and, when inputs can go idle, again at the next row's (silent ones may be idle).
-        at_row = MinOfInputs(n + 1)
-        at_next = MinOfInputs(n + 1) if can_idle else None
         clocks = self._clocks(arr, n) if can_idle else None
-        for i in range(len(self._keys)):
-            wm, until, part = self._columns(i, fed.get(i), n)
-            if until is None or clocks is None:
-                at_row.add(wm, None, part)
-                if at_next is not None:
-                    at_next.add(wm, None, part)
-            else:
-                at_row.add(wm, clocks[0] <= until, part)
-                assert at_next is not None
-                at_next.add(wm, clocks[1] <= until, part)
-        for src_wm, src_until in waiting:  # a source that has not reported yet: W is undefined until it does
-            if src_until is None or clocks is None:
-                at_row.add(src_wm, None, src_wm <= NEG_INF)
-                if at_next is not None:
-                    at_next.add(src_wm, None, src_wm <= NEG_INF)
-            else:
-                at_row.add(src_wm, clocks[0] <= src_until, src_wm <= NEG_INF)
-                assert at_next is not None
-                at_next.add(src_wm, clocks[1] <= src_until, src_wm <= NEG_INF)
-        running = at_row.low_watermark(st.watermark_us)
-        if at_next is not None:
-            running = np.maximum(running, at_next.low_watermark(st.watermark_us))
+        columns = (self._columns(i, fed.get(i), n) for i in range(len(self._keys)))
+        # A source that has not reported yet: W is undefined until it does.
+        inputs: Iterable[InputColumns] = itertools.chain(
+            columns, ((wm, until, wm <= NEG_INF) for wm, until in waiting)
+        )
+        mins = min_at(n + 1, inputs, [None] if clocks is None else [clocks[0], clocks[1]])
+        running = mins[0].low_watermark(st.watermark_us)
+        for m in mins[1:]:
+            running = np.maximum(running, m.low_watermark(st.watermark_us))
         seen = running[:n]
         self._count_regressions(fed, seen, arr)
         for i, f in fed.items():
@@ -218,7 +209,7 @@ class WatermarkTracker:
         st.rows_seen += n
         return seen
 
-    def _silent_sources(self) -> list[str]:
+    def silent_sources(self) -> list[str]:
         """Sources of a union with no partition known yet (declared partitions count as known)."""
         if len(self.strategies) < 2:
             return []
@@ -248,10 +239,7 @@ class WatermarkTracker:
                 first = int(hits[0]) if len(hits) else n
             wm = np.full(n + 1, POS_INF, dtype=np.int64)
             wm[: first + 1] = NEG_INF
-            timeout = self.strategies[name].idle_timeout_us
-            start = self.state.start_clock_us
-            until = None if timeout is None or start <= NEG_INF else start + timeout
-            out.append((wm, until))
+            out.append((wm, waiting_deadline(self.strategies[name].idle_timeout_us, self.state.start_clock_us)))
         return out
 
     def _feed(self, idx: np.ndarray, ev: np.ndarray, arr: np.ndarray | None, mark: np.ndarray | None) -> dict:
@@ -279,7 +267,7 @@ class WatermarkTracker:
             return (
                 np.full(n + 1, wm_us, dtype=np.int64),
                 None if until_us >= POS_INF else np.full(n + 1, until_us, dtype=np.int64),
-                wm_us <= NEG_INF and (declared or gen.reported),
+                bool(takes_part(wm_us, declared, gen.reported, None)),
             )
         # State k holds the values after the last of this input's rows before k. Both are
         # non-decreasing (the protocol's promise), so a running max fills the gaps.
@@ -288,12 +276,8 @@ class WatermarkTracker:
         if f.emitted.active_until_us is not None or f.active_until_us < POS_INF:
             after = f.emitted.active_until_us
             until = _steps(n, f.rows, f.active_until_us, np.full(len(f.rows), POS_INF) if after is None else after)
-        part: np.ndarray | bool = False
-        if f.before_us <= NEG_INF:  # W_p may be undefined somewhere in the batch
-            if declared or f.reported:
-                part = True
-            elif f.emitted.watermark_us[0] <= NEG_INF:  # reported from its first row on, promising nothing yet
-                part = np.arange(n + 1) > f.rows[0]
+        rule = takes_part(f.before_us, declared, f.reported, int(f.emitted.watermark_us[0]))
+        part = np.arange(n + 1) > f.rows[0] if rule is None else rule
         return wm, until, part
 
     def _clocks(self, arr: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -318,13 +302,12 @@ class WatermarkTracker:
                 continue  # in the min all along (W_p never moves back): nothing to rejoin
             after = f.emitted.watermark_us
             before = np.concatenate([[f.before_us], after[:-1]])
-            eligible = before > NEG_INF
+            in_time = None
             if arr is not None and can_idle:
                 deadline = f.emitted.active_until_us
                 deadline = np.full(len(after), POS_INF) if deadline is None else deadline
-                eligible &= arr[f.rows] <= np.concatenate([[f.active_until_us], deadline[:-1]])
-            w = seen[f.rows]
-            st.regressions_ignored += int((~eligible & (after > NEG_INF) & (after < w) & (w > NEG_INF)).sum())
+                in_time = arr[f.rows] <= np.concatenate([[f.active_until_us], deadline[:-1]])
+            st.regressions_ignored += rejoined_behind(before, after, in_time, seen[f.rows])
         if proposed:
             st.regressions_ignored += proposed
             log.warning("watermark: %d proposal(s) below a partition's watermark ignored in this step", proposed)
@@ -346,6 +329,39 @@ class WatermarkTracker:
         """Partition spread (max W_p - min active W_p) and the partition holding W back."""
         spread, holder = partition_spread(sorted(self.statuses(), key=lambda s: (s.partition, s.source)))
         return spread, None if holder is None else holder.partition
+
+
+def takes_part(before_us: int, declared: bool, reported: bool, first_after_us: int | None) -> bool | None:
+    """Whether an input's undefined ``W_p`` makes ``W`` undefined (SEMANTICS.md §2, "undefined").
+
+    ``before_us``/``reported``: the input before the batch; ``first_after_us``: its
+    ``W_p`` after its first row of the batch (``None``: no row). ``None`` means
+    "from its first row of the batch on" (it reported then, promising nothing yet).
+    """
+    if before_us > NEG_INF:  # defined before the batch: never undefined in it
+        return False
+    if declared or reported:
+        return True
+    if first_after_us is not None and first_after_us <= NEG_INF:
+        return None
+    return False
+
+
+def waiting_deadline(idle_timeout_us: int | None, start_clock_us: int) -> int | None:
+    """Until when a source that has not reported holds ``W`` undefined: the run's first arrival + its timeout."""
+    return None if idle_timeout_us is None or start_clock_us <= NEG_INF else start_clock_us + idle_timeout_us
+
+
+def rejoined_behind(before_us: np.ndarray, after_us: np.ndarray, in_time: np.ndarray | None, seen: np.ndarray) -> int:
+    """Rows that bring their input (back) into the min behind ``W``: ignored proposals, counted.
+
+    Per row of one input: ``W_p`` before and after it, whether it arrived within
+    the input's deadline (``None``: no idleness), and ``W(r)``.
+    """
+    eligible = before_us > NEG_INF
+    if in_time is not None:
+        eligible &= in_time
+    return int((~eligible & (after_us > NEG_INF) & (after_us < seen) & (seen > NEG_INF)).sum())
 
 
 def _steps(n: int, rows: np.ndarray, before: int, after: np.ndarray) -> np.ndarray:
