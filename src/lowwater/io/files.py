@@ -177,7 +177,7 @@ def resolve_source_schema(
             _check_same(infer_schema(spark, src), schema, str(saved), cfg)
     else:
         schema = infer_schema(spark, src)
-    check_columns(cfg, {src.name: schema.fieldNames()})
+    check_columns(cfg, {src.name: {f.name: f.dataType.simpleString() for f in schema.fields}})
     if saved is not None and not saved.exists():
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps(schema.jsonValue()))

@@ -8,8 +8,10 @@ The output of :func:`normalise` has every input column plus
 * ``_dead`` -- null for a good row, else the reason it goes to the dead letter.
 
 Rules (SEMANTICS.md §5): a malformed record, a missing or unparseable event
-time, a missing partition or arrival time, or a value column that is not a
-number make a dead letter; the run goes on.
+time, or a missing partition or arrival time make a dead letter; the run goes
+on. A value column's type is checked against its aggregations before the run
+(``config/pipeline.check_columns``): ``sum`` of a string is a configuration
+error, ``count`` and ``min``/``max`` of one are not, so no value is a dead letter.
 """
 
 from __future__ import annotations
@@ -199,12 +201,6 @@ def _engine_columns(
             offset = raw_offset.cast("long")
         if not (src.offset in non_null and isinstance(off_type, _INTEGRAL)):
             checks.append((offset.isNull(), f"missing or non-integer offset ({src.offset})"))
-    for c in value_columns:
-        if c not in types:  # a value column another source has (checked per source at start)
-            continue
-        if not isinstance(types[c], _NUMERIC):
-            bad = F.col(c).isNotNull() & F.col(c).cast("string").try_cast("double").isNull()
-            checks.append((bad, f"not a number: {c}"))
     part_type = types[src.partition] if src.partition else T.StringType()
     part = F.col(src.partition).cast("string") if src.partition else F.lit("0")
     psort = F.col(src.partition) if src.partition and isinstance(part_type, _NUMERIC) else part
