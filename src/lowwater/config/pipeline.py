@@ -146,11 +146,14 @@ def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Columns]) -> None:
             raise ConfigError(msg)
         _check_no_clash(src, names)
         if isinstance(cols, Mapping):
-            _check_types(cfg, src, cols)
+            check_types(cfg, src, cols)
 
 
-def _check_types(cfg: PipelineConfig, src: SourceConfig, types: Mapping[str, str | None]) -> None:
-    """Each aggregation takes its column's type: ``sum(flight_id)`` of a string column is one line."""
+def check_types(cfg: PipelineConfig, src: SourceConfig, types: Mapping[str, str | None]) -> None:
+    """Each aggregation takes its column's type: ``sum(flight_id)`` of a string column is one line.
+
+    Columns not in ``types``, or typed None, are not judged (``check_columns`` names a missing one).
+    """
     for agg in cfg.window.aggregations:
         typ = types.get(agg.column)
         problem = None if typ is None else type_problem(agg, typ)

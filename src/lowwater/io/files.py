@@ -24,6 +24,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, _pa
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig, check_columns
 from lowwater.io.checkpoint import start_fresh
+from lowwater.io.headers import landing_files, saved_schema  # noqa: F401 - their home before io/headers.py
 
 CORRUPT = "_corrupt_record"
 
@@ -138,27 +139,6 @@ def unreadable_parquet(error: BaseException) -> str | None:
         hint = f" ({_NANOS})" if wanted.startswith("timestamp") and stored == "INT64" else ""
         return f"{path}: column {column} is stored as Parquet {stored}, which Spark cannot read as {wanted}{hint}"
     return None
-
-
-def landing_files(path: str) -> int | None:
-    """How many files the file source would see under a local ``path`` (None for a URL).
-
-    Like Spark's file source, names starting with ``_`` or ``.`` are skipped (at any depth).
-    """
-    if "://" in path:
-        return None
-    root = Path(path)
-    if root.is_file():
-        return 1
-    return sum(
-        1 for p in root.rglob("*")
-        if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
-    )
-
-
-def saved_schema(state_dir: str) -> Path | None:
-    """Where the checkpoint keeps the inferred input schema (local checkpoints only)."""
-    return Path(state_dir, "source_schema.json") if "://" not in state_dir else None
 
 
 def resolve_schema(spark: SparkSession, cfg: PipelineConfig, state_dir: str | None) -> StructType:
