@@ -97,9 +97,11 @@ def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig
 
 def _check_before_spark(cfg) -> None:  # noqa: ANN001 - a PipelineConfig
     """The checks that need only the files' columns, before the JVM starts (``io/headers.py``): one line, exit 2."""
-    from lowwater.io.headers import check_before_spark
+    from lowwater.io.headers import check_before_spark, naive_clock_warning
 
-    check_before_spark(cfg)
+    warning = naive_clock_warning(cfg, check_before_spark(cfg))
+    if warning is not None:
+        _say(f"warning: {warning}")
 
 
 def _landed(cfg) -> int | None:  # noqa: ANN001 - a PipelineConfig

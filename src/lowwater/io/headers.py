@@ -32,7 +32,7 @@ JSON_BUDGET_BYTES = 32 * 2**20  # JSON Lines read before Spark starts; beyond it
 MAX_FOOTERS = 200  # Parquet footers (or CSV headers) read; beyond that Spark decides
 CSV_SAMPLE_ROWS = 1000  # CSV rows sampled per file for text columns
 # A naive timestamp in text: a date and a time with no zone after it (``2013-01-01 20:45:00``).
-NAIVE_TIME = re.compile(r"^\s*\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?\s*$")
+NAIVE_TIME = re.compile(r"^\s*\d{4}-\d{2}-\d{2}([T ]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?)?\s*$")
 
 
 @dataclass(frozen=True)
@@ -325,3 +325,19 @@ def check_before_spark(cfg: PipelineConfig) -> dict[str, Header]:
         else:
             check_types(cfg, src, header.columns)
     return headers
+
+
+def naive_clock_warning(cfg: PipelineConfig, headers: dict[str, Header]) -> str | None:
+    """One line when an event or arrival time column holds timestamps without a zone and no ``time_zone`` is set."""
+    found = []
+    for src in cfg.sources:
+        header = headers.get(src.name)
+        if header is None or src.time_zone is not None:
+            continue
+        cols = [c for c in (src.event_time, src.arrival_time) if c and c in header.naive]
+        found += [f"{c!r}" + (f" of source {src.name!r}" if src.named else "") for c in cols]
+    if not found:
+        return None
+    key = "source.<name>.time_zone" if cfg.named_sources else "source.time_zone"
+    return (f"{key} is not set: {', '.join(found)} hold{'s' if len(found) == 1 else ''} timestamps without a zone, "
+            f"read as UTC; set {key} to the zone they were written in (e.g. \"America/New_York\")")
