@@ -275,12 +275,14 @@ def _jsonl(files: list[Path]) -> Header | None:
                         row = json.loads(line)
                     except ValueError:
                         continue  # a malformed line: a dead letter, no columns
-                    if not isinstance(row, dict):
-                        continue
-                    for k, v in row.items():
-                        kinds.setdefault(k, set()).add(type(v).__name__)
-                        if isinstance(v, str) and k not in naive and NAIVE_TIME.match(v):
-                            naive.add(k)
+                    # Spark reads a line holding an array of objects as one row per object.
+                    for obj in row if isinstance(row, list) else [row]:
+                        if not isinstance(obj, dict):
+                            continue
+                        for k, v in obj.items():
+                            kinds.setdefault(k, set()).add(type(v).__name__)
+                            if isinstance(v, str) and k not in naive and NAIVE_TIME.match(v):
+                                naive.add(k)
         except (OSError, UnicodeDecodeError):
             return None
     if not kinds:
@@ -307,16 +309,18 @@ def _open(path: Path):  # noqa: ANN202 - a text file object
     return path.open(encoding="utf-8", newline="")
 
 
-def check_before_spark(cfg: PipelineConfig) -> dict[str, Header]:
+def check_before_spark(cfg: PipelineConfig, saved: bool = True) -> dict[str, Header]:
     """``check_columns`` on every source whose columns the files settle, before Spark starts (one line, exit 2).
 
-    A source whose columns are not all known gets the type check alone; one
-    that only Spark can read is left to the check on Spark's schema. Returns
-    the headers read (their ``naive`` columns feed the time-zone warning).
+    ``saved``: a checkpoint's saved schema comes first, as a run reads it (a
+    what-if replay infers from the files: False). A source whose columns are
+    not all known gets the type check alone; one that only Spark can read is
+    left to the check on Spark's schema. Returns the headers read (their
+    ``naive`` columns feed the time-zone warning).
     """
     headers = {}
     for src in cfg.sources:
-        header = read_header(src, saved_schema_of(cfg, src))
+        header = read_header(src, saved_schema_of(cfg, src) if saved else None)
         if header is None:
             continue
         headers[src.name] = header
