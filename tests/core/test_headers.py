@@ -14,6 +14,7 @@ from lowwater.cli import app
 from lowwater.config import parse_config
 from lowwater.io import headers
 from lowwater.io.headers import parse_ddl, read_header
+from tests.spark.helpers import run_cli_here
 
 
 def _src(path: Path, fmt: str = "jsonl", **extra):
@@ -118,3 +119,24 @@ def test_run_refuses_before_spark_starts(tmp_path, monkeypatch, agg, line):
     assert got.exit_code == 2, got.output
     assert line in " ".join(got.output.split())
     assert not (tmp_path / "out" / "results").exists()
+
+
+def test_run_warns_once_about_naive_clocks_before_spark_starts(tmp_path, monkeypatch):
+    import lowwater.spark.session as session
+
+    def no_jvm(*_a, **_k):
+        raise RuntimeError("no JVM in this test")
+
+    monkeypatch.setattr(session, "get_spark", no_jvm)
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "a.jsonl").write_text('{"t": "2013-01-01 20:45:00", "k": "a", "id": "UA1"}\n' * 3)
+    (tmp_path / "p.toml").write_text(TOML.format(agg="count(id)"))
+    got = run_cli_here(["run", "p.toml", "--once"], tmp_path)  # gives back the output lock it took
+    said = " ".join((got.stdout + got.stderr).split())
+    assert said.count("source.time_zone is not set: 't' holds timestamps without a zone, read as UTC") == 1
+    assert "could not start Spark: no JVM in this test" in said and got.returncode == 2
+    (tmp_path / "p.toml").write_text(TOML.format(agg="count(id)").replace('event_time = "t"',
+                                                                          'event_time = "t"\ntime_zone = "UTC"'))
+    got = run_cli_here(["run", "p.toml", "--once"], tmp_path)
+    said = " ".join((got.stdout + got.stderr).split())
+    assert "time_zone is not set" not in said and "no JVM in this test" in said

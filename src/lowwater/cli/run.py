@@ -171,9 +171,9 @@ def _run(
         cfg = load_config(config, overrides)
         for src in cfg.sources:
             check_source_path(src, cfg.base_dir)
+        _check_before_spark(cfg)
         hold(cfg)  # one run per output path: a second one refuses here, before Spark starts (io/lock.py)
         _wait_for_files(cfg, once)
-        _check_before_spark(cfg)
         from lowwater.io.kafka import jars_for
 
         jars = jars_for(cfg)  # Spark's Kafka connector when a source is a topic
