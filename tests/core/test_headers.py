@@ -140,3 +140,22 @@ def test_run_warns_once_about_naive_clocks_before_spark_starts(tmp_path, monkeyp
     got = run_cli_here(["run", "p.toml", "--once"], tmp_path)
     said = " ".join((got.stdout + got.stderr).split())
     assert "time_zone is not set" not in said and "no JVM in this test" in said
+
+
+def test_parquet_columns_differing_in_case_are_one_line():
+    """Spark's errors (as PySpark words them) for a Parquet file with `origin` and `Origin`: one line each."""
+    from lowwater.io.files import _clash_line, unreadable_parquet
+
+    read = ("An error occurred while calling o37.showString. : org.apache.spark.SparkException: "
+            "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:///l/a.parquet. SQLSTATE: KD001 "
+            "at org.apache...\nCaused by: org.apache.spark.SparkRuntimeException: Found duplicate field(s) "
+            '"origin": [origin, Origin] in case-insensitive mode.\n\tat org.apache.spark...')
+    assert unreadable_parquet(RuntimeError(read)) == (
+        "file:///l/a.parquet: Parquet columns origin, Origin differ only in case, which Spark's column names "
+        "ignore: rename one in the file")
+    inferred = ("[COLUMN_ALREADY_EXISTS] The column `origin` already exists. Choose another name or rename the "
+                "existing column. SQLSTATE: 42711")
+    assert _clash_line(RuntimeError(inferred)) == (
+        "the input has two columns named 'origin' in different cases; Spark's column names ignore case: rename "
+        "one in the files")
+    assert unreadable_parquet(RuntimeError("something else")) is None

@@ -181,12 +181,15 @@ def _clash_line(error: BaseException) -> str | None:
 _NANOS = ('a timestamp in nanoseconds? Spark reads micro- and milliseconds: write microseconds, e.g. pandas '
           '`to_parquet(..., coerce_timestamps="us")` or pyarrow `write_table(..., coerce_timestamps="us")`')
 _ILLEGAL = re.compile(r"Illegal Parquet type: (.+?)\. SQLSTATE")
+_DUPLICATE = re.compile(r'Found duplicate field\(s\) "(.+?)": \[(.+?)\] in case-insensitive mode')
+_READING = re.compile(r"Encountered error while reading file (\S+?)\. SQLSTATE")
 _MISMATCH = re.compile(r"reading file (\S+?)\. Data type mismatches when reading Parquet column \[(.+?)\]\. "
                        r"Expected Spark type (\S+?), actual Parquet type (\S+?)\.")
 
 
 def unreadable_parquet(error: BaseException) -> str | None:
-    """A Parquet column Spark cannot read (a nanosecond timestamp, a type other than the schema's), in one line.
+    """A Parquet column Spark cannot read (a nanosecond timestamp, a type other than the schema's, names that
+    differ only in case), in one line.
 
     pandas writes timestamps in nanoseconds by default, which Spark refuses
     (``PARQUET_TYPE_ILLEGAL`` when inferring the schema, a type mismatch
@@ -199,6 +202,11 @@ def unreadable_parquet(error: BaseException) -> str | None:
         kind = found.group(1)
         hint = f" ({_NANOS})" if "NANOS" in kind else ""
         return f"a Parquet file has a column of type {kind}, which Spark cannot read{hint}"
+    found = _DUPLICATE.search(text)
+    if found:  # a later file with names that differ only in case (the first one is refused at inference)
+        where = _READING.search(text)
+        return (f"{where.group(1) + ': ' if where else ''}Parquet columns {found.group(2)} differ only in case, "
+                "which Spark's column names ignore: rename one in the file")
     found = _MISMATCH.search(text)
     if found:
         path, column, wanted, stored = found.groups()
