@@ -20,7 +20,7 @@ from rich.text import Text
 from lowwater.time import NEG_INF, POS_INF, format_ts
 
 if TYPE_CHECKING:
-    from lowwater.config import PipelineConfig
+    from lowwater.config import PipelineConfig, SourceConfig
     from lowwater.spark.state import Manifest
 
 
@@ -34,11 +34,14 @@ def start_line(cfg: PipelineConfig, manifest: Manifest, files: int | None, once:
         shown = "+inf" if w >= POS_INF else format_ts(w)
         state = f"resuming after step {manifest.step} (W = {shown}{', drained' if manifest.drained else ''})"
     mode = "--drain" if drain else "--once" if once else "continuous; Ctrl-C stops after the current step"
+    def zone(s: SourceConfig) -> str:  # said when set (naive timestamps are read as UTC otherwise)
+        return f" (time zone {s.zone})" if s.time_zone is not None else ""
+
     if cfg.named_sources:
-        reading = "; ".join(f"{s.name}: {s.format} from {s.path}" for s in cfg.sources)
+        reading = "; ".join(f"{s.name}: {s.format} from {s.path}{zone(s)}" for s in cfg.sources)
         reading = f"{len(cfg.sources)} source{'s' if cfg.multi_source else ''} ({reading}){found}"
     else:
-        reading = f"{cfg.source.format} from {cfg.source.path}{found}"
+        reading = f"{cfg.source.format} from {cfg.source.path}{zone(cfg.source)}{found}"
     return (f"lowwater run: reading {reading}; checkpoint {cfg.output.checkpoint}: "
             f"{state}; outputs {cfg.output.path} ({mode})")
 

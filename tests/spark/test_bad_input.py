@@ -171,3 +171,46 @@ def test_a_nanosecond_parquet_timestamp_is_one_line_naming_the_fix(spark, tmp_pa
     assert line is not None and "a.parquet: column t is stored as Parquet INT64" in line and "\n" not in line, line
     assert 'coerce_timestamps="us"' in line and "the step was not committed" in line
     assert len(read_output(spark, tmp_path / "out" / "results")) == 0
+
+
+NY_CONFIG = """
+[source]
+path = "landing"
+event_time = "dep"
+arrival_time = "arr"
+time_zone = "America/New_York"
+[window]
+size = "1h"
+key = ["origin"]
+aggregations = { n = "count(flight)" }
+[output]
+path = "out"
+"""
+
+
+def test_case_clashing_keys_are_dead_letters_on_a_first_run_and_naive_times_take_the_zone(spark, tmp_path):
+    """Issue 31: `Origin` next to `origin` (JSON keys differing in case) on the very first run is a dead letter
+    with its reason, not a traceback; naive times with time_zone = "America/New_York" are 5 h behind UTC in
+    winter, times with an offset are left as they are."""
+    from .helpers import run_cli_here
+
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "pipeline.toml").write_text(NY_CONFIG)
+    rows = [
+        {"dep": "2013-01-01 20:45:00", "arr": "2013-01-01 23:10:00", "origin": "EWR", "flight": "UA1"},
+        {"dep": "2013-01-01 20:50:00", "arr": "2013-01-01 23:20:00", "Origin": "JFK", "flight": "B6"},
+        {"dep": "2013-01-02T01:55:00Z", "arr": "2013-01-02T04:30:00Z", "origin": "EWR", "flight": "AA5"},
+        {"dep": "2013-01-02 09:00:00", "arr": "2013-01-02 11:00:00", "origin": "LGA", "flight": "DL2"},
+    ]
+    (tmp_path / "landing" / "h00.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = run_cli_here(["run", "pipeline.toml", "--once", "--drain", "-q"], tmp_path)
+    assert got.returncode == 0, got.stderr[-3000:]
+    assert "Traceback" not in got.stderr and "(time zone America/New_York)" in got.stderr
+    dead = pd.read_parquet(tmp_path / "out" / "dead_letter")
+    assert list(dead["reason"]) == [
+        "malformed record: key 'Origin' differs from column 'origin' only in case (Spark's column names ignore case)"]
+    assert json.loads(dead["raw"][0])["Origin"] == "JFK"
+    res = pd.read_parquet(tmp_path / "out" / "results")
+    got_windows = sorted((r.origin, r.window_start.isoformat(), r.n) for r in res.itertuples())
+    assert got_windows == [("EWR", "2013-01-02T01:00:00+00:00", 2),  # 20:45 in New York and 01:55Z
+                           ("LGA", "2013-01-02T14:00:00+00:00", 1)]

@@ -252,6 +252,26 @@ def test_session_windows_in_discarding_mode(spark, tmp_path):
     assert first["stream_total"].tolist() == [3.0] and first["batch_total"].tolist() == [103.0]
 
 
+def test_count_min_max_of_a_string_column_are_recomputed_and_a_tampered_max_is_flagged(spark, tmp_path):
+    """Issue 31: count/min/max of a text column reconcile (compared as strings, no difference to subtract)."""
+    cfg = _pipeline(tmp_path, 'type = "tumbling"\nsize = "10s"',
+                    aggregations='n = "count(key)", lo = "min(key)", hi = "max(key)"')
+    s = _reconcile(spark, cfg).summary
+    assert s["unexplained"] == 0 and s["causes"]["too_late"]["rows"] == 2, s
+    for f in sorted((tmp_path / "out" / "results").glob("batch_id=*/*.parquet")):
+        t = pq.read_table(f)
+        if t.num_rows:
+            hi = pa.array(["~"] * t.num_rows, pa.string())
+            pq.write_table(t.set_column(t.schema.get_field_index("hi"), "hi", hi), f)
+            for crc in f.parent.glob(".*.crc"):
+                crc.unlink()
+    r = _reconcile(spark, cfg)
+    assert r.summary["unexplained"] >= 1
+    frame = r.frame.toPandas()
+    wrong = frame[frame["status"] == "unexplained"]
+    assert (wrong["stream_hi"] == "~").all() and (wrong["batch_hi"] == wrong["key"]).all()
+
+
 def test_postgres_tampered_row_then_apply_twice_and_current_is_the_truth(spark, pg_server, tmp_path):
     import psycopg
 

@@ -77,6 +77,9 @@ def whatif(
     try:
         cfg = _replay_config(input_path, config, fmt, event_time, arrival_time, partition, offset, key,
                              time_unit, window, slide, idle_timeout, partitions, gap)
+        from lowwater.io.headers import check_before_spark
+
+        check_before_spark(cfg, saved=False)  # a missing column: one line before the JVM starts
         bounds = [to_duration_us(x) for x in _split(lateness)]
         graces = [to_duration_us(x) for x in _split(allowed_lateness)]
         budget = to_duration_us(latency_budget) / 1e6 if latency_budget else None

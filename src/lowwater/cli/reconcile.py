@@ -57,6 +57,9 @@ def reconcile(
         from lowwater.reconcile.job import check_supported
 
         check_supported(cfg)
+        from lowwater.io.headers import check_before_spark
+
+        check_before_spark(cfg)  # a missing column: one line before the JVM starts
         from_us, to_us = _instant_us("--from", from_), _instant_us("--to", to)
         if plot_out is not None and plot_out.suffix != ".html":
             raise ConfigError(f"--plot {plot_out}: write .html")

@@ -79,12 +79,10 @@ def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig
     checkpoint), so without ``source.schema`` there is nothing to start from.
     With several sources every source needs its files (or its schema).
     """
-    from lowwater.io.files import landing_files, saved_schema
-    from lowwater.io.sources import source_state_dir
+    from lowwater.io.headers import landing_files, saved_schema_of
 
-    lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
     for src in cfg.sources:
-        saved = saved_schema(source_state_dir(lw_dir, src.name) if cfg.named_sources else lw_dir)
+        saved = saved_schema_of(cfg, src)
         if src.schema or (saved is not None and saved.exists()) or landing_files(src.path) != 0:
             continue
         if once:
@@ -97,9 +95,18 @@ def _wait_for_files(cfg, once: bool) -> None:  # noqa: ANN001 - a PipelineConfig
             time.sleep(0.5)
 
 
+def _check_before_spark(cfg) -> None:  # noqa: ANN001 - a PipelineConfig
+    """The checks that need only the files' columns, before the JVM starts (``io/headers.py``): one line, exit 2."""
+    from lowwater.io.headers import check_before_spark, naive_clock_warning
+
+    warning = naive_clock_warning(cfg, check_before_spark(cfg))
+    if warning is not None:
+        _say(f"warning: {warning}")
+
+
 def _landed(cfg) -> int | None:  # noqa: ANN001 - a PipelineConfig
     """Files in every source's landing directory now (None when one is a URL)."""
-    from lowwater.io.files import landing_files
+    from lowwater.io.headers import landing_files
 
     counts = [landing_files(src.path) for src in cfg.sources]
     return None if any(c is None for c in counts) else sum(counts)
@@ -164,6 +171,7 @@ def _run(
         cfg = load_config(config, overrides)
         for src in cfg.sources:
             check_source_path(src, cfg.base_dir)
+        _check_before_spark(cfg)
         hold(cfg)  # one run per output path: a second one refuses here, before Spark starts (io/lock.py)
         _wait_for_files(cfg, once)
         from lowwater.io.kafka import jars_for

@@ -44,7 +44,7 @@ RAW_SCHEMA = "value STRING"
 KAFKA_KEYS = frozenset({
     "format", "name", "bootstrap_servers", "topic", "topics", "subscribe_pattern", "starting_offsets",
     "max_offsets_per_trigger", "fail_on_data_loss", "value_format", "schema", "event_time", "time_unit", "kafka",
-    "broker_timeout",
+    "broker_timeout", "time_zone",
 })
 _ATTEMPTS = 3  # Spark's default fetchOffset.numRetries
 # Options lowwater sets itself: passing them under `kafka` would break the offsets it checkpoints.

@@ -24,6 +24,7 @@ from lowwater.config.runtime import (
 )
 from lowwater.config.source import SOURCE_KEYS, SourceConfig, parse_sources
 from lowwater.config.window import WINDOW_KEYS, WindowConfig, parse_window
+from lowwater.core.aggregates import ORDERED, type_class, type_problem
 from lowwater.core.lateness import LatePolicy
 from lowwater.core.triggers import EarlyTrigger
 from lowwater.core.watermarks import WatermarkStrategy
@@ -107,18 +108,25 @@ class PipelineConfig:
         ))
 
 
-def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Sequence[str]]) -> None:
+Columns = Sequence[str] | Mapping[str, str | None]  # names, or names -> Spark type name (None: not known)
+
+
+def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Columns]) -> None:
     """Every column the pipeline reads exists in its source's schema (``schemas``: source name → columns).
 
     The window's key and aggregation columns must exist in every source; then
-    no input column may have the name of one late/ and dead_letter/ add.
-    Sources missing from ``schemas`` are not checked (a caller may check as
-    each schema becomes known). One :class:`ConfigError` line names the key.
+    no input column may have the name of one late/ and dead_letter/ add; where
+    the columns' types are given, each aggregation must take its column's
+    type (``core/aggregates.type_problem``). Sources missing from ``schemas``
+    are not checked (a caller may check as each schema becomes known). One
+    :class:`ConfigError` line names the key. The same check runs on the
+    schema read before Spark starts (``io/headers.py``) and on Spark's.
     """
     for src in cfg.sources:
         if src.name not in schemas:
             continue
-        names = set(schemas[src.name])
+        cols = schemas[src.name]
+        names = set(cols)
         if cfg.join is not None:
             check_join_columns(cfg.join, src.name, names)
         for col in cfg.columns_for(src):
@@ -137,6 +145,26 @@ def check_columns(cfg: PipelineConfig, schemas: Mapping[str, Sequence[str]]) -> 
                 msg = f"{role}: column {col!r} not found in the input (columns: {known})"
             raise ConfigError(msg)
         _check_no_clash(src, names)
+        if isinstance(cols, Mapping):
+            check_types(cfg, src, cols)
+
+
+def check_types(cfg: PipelineConfig, src: SourceConfig, types: Mapping[str, str | None]) -> None:
+    """Each aggregation takes its column's type: ``sum(flight_id)`` of a string column is one line.
+
+    Columns not in ``types``, or typed None, are not judged (``check_columns`` names a missing one).
+    """
+    for agg in cfg.window.aggregations:
+        typ = types.get(agg.column)
+        problem = None if typ is None else type_problem(agg, typ)
+        if problem is None:
+            continue
+        where = f" in source {src.name!r}" if src.named else ""
+        hint = ""
+        if type_class(typ or "") == ORDERED and typ == "string":
+            hint = f"; if it holds numbers as text, declare it a number in {src.key('schema')} (e.g. DOUBLE)"
+        msg = f"window.aggregations.{agg.name}: {problem}{where}{hint}"
+        raise ConfigError(msg)
 
 
 def _check_no_clash(src: SourceConfig, names: set[str]) -> None:

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from lowwater.config.errors import ConfigError, check_keys, text
 from lowwater.config.kafka import (
@@ -41,7 +42,7 @@ FORMATS = ("jsonl", "csv", "parquet", "kafka")
 TIME_UNITS = ("s", "ms", "us")
 SOURCE_KEYS = frozenset({
     "format", "path", "partition", "offset", "arrival_time", "event_time", "time_unit", "max_files_per_batch",
-    "schema", "name",
+    "schema", "name", "time_zone",
 })
 NAMED_SOURCE_KEYS = SOURCE_KEYS | {"watermark"}
 # A name appears in keys (source.<name>.path, --set) and in output rows: no dots, no spaces.
@@ -69,6 +70,13 @@ class SourceConfig:
     watermark: WatermarkStrategy = field(default_factory=WatermarkStrategy)
     named: bool = False
     kafka: KafkaSettings | None = None  # format = "kafka" (config/kafka.py); path is then kafka://<topics>
+    # source.time_zone: the zone of timestamps written without one (None: not set, read as UTC).
+    time_zone: str | None = None
+
+    @property
+    def zone(self) -> str:
+        """The IANA zone naive timestamps of this source are read in (``UTC`` unless ``time_zone`` says)."""
+        return self.time_zone or "UTC"
 
     @property
     def unit_us(self) -> int:
@@ -214,7 +222,24 @@ def parse_source(s: dict[str, Any], base: Path, name: str, named: bool) -> Sourc
         schema=opt("schema"),
         name=name,
         named=named,
+        time_zone=time_zone(where, s),
     )
+
+
+def time_zone(where: str, s: dict[str, Any]) -> str | None:
+    """``source.time_zone``: an IANA name (``America/New_York``, ``UTC``), validated here; None when not set."""
+    if "time_zone" not in s:
+        return None
+    name = s["time_zone"]
+    try:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError
+        ZoneInfo(name)
+    except (ValueError, ZoneInfoNotFoundError):
+        msg = (f"{where}.time_zone: {name!r} is not a time zone name (an IANA name such as \"America/New_York\" "
+               "or \"UTC\")")
+        raise ConfigError(msg) from None
+    return name
 
 
 def _time_unit(where: str, s: dict[str, Any]) -> str:
@@ -243,4 +268,5 @@ def _parse_kafka_source(s: dict[str, Any], where: str, name: str, named: bool) -
         name=name,
         named=named,
         kafka=settings,
+        time_zone=time_zone(where, s),
     )

@@ -137,6 +137,32 @@ def add_row(p: list, values: Sequence) -> None:
         i += WIDTH
 
 
+def add_row_where(p: list, values: Sequence, summed: Sequence[bool]) -> None:
+    """:func:`add_row` where only the value columns with ``summed`` True have a sum (the rest keep it null).
+
+    Strings, dates and timestamps are counted and compared (``min``/``max``),
+    never added: their ``sum`` field stays null, as ``count``/``min``/``max``
+    of them read only the other fields (``core/aggregates.NEEDS``).
+    """
+    p[0] += 1
+    i = 1
+    for v, add in zip(values, summed, strict=True):
+        if v == v:  # not NaN
+            if p[i + 3]:
+                if add:
+                    p[i] += v
+                if v < p[i + 1]:
+                    p[i + 1] = v
+                if v > p[i + 2]:
+                    p[i + 2] = v
+            else:
+                if add:
+                    p[i] = 0 + v
+                p[i + 1] = p[i + 2] = v
+            p[i + 3] += 1
+        i += WIDTH
+
+
 def merge_into(p: list, q: Sequence) -> None:
     """``p ⊕= q``: counts and sums add, mins and maxes pick; a null field is the identity."""
     p[0] += q[0]

@@ -53,9 +53,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from lowwater.core.lateness import Lateness
-from lowwater.core.partials import add_row, empty, merge_into, rows
+from lowwater.core.partials import add_row, add_row_where, empty, merge_into, rows
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
 
 ON_TIME = int(Lateness.ON_TIME)
@@ -139,7 +140,10 @@ class SessionMachine:
         grace_us: int,
         n_values: int,
         accumulation: str = AccumulationMode.ACCUMULATING.value,
+        summed: tuple[bool, ...] | None = None,
     ) -> None:
+        """``summed``: which value columns are numbers (None: all); the others are counted and compared only."""
+        self._add = add_row if summed is None or all(summed) else partial(add_row_where, summed=summed)
         if gap_us <= 0:
             msg = "session gap must be positive"
             raise ValueError(msg)
@@ -206,8 +210,8 @@ class SessionMachine:
         if len(merged) == 1 and merged[0].start_us == c_start:
             new = merged[0]  # the common case: extend one session in place
             new.end_us = c_end
-            add_row(new.agg, values)
-            add_row(new.pending, values)
+            self._add(new.agg, values)
+            self._add(new.pending, values)
         else:
             new = Session(c_start, c_end, empty(self.n_values), empty(self.n_values))
             for s in merged:
@@ -221,8 +225,8 @@ class SessionMachine:
                     new.pending_since_us is None or s.pending_since_us < new.pending_since_us
                 ):
                     new.pending_since_us = s.pending_since_us
-            add_row(new.agg, values)
-            add_row(new.pending, values)
+            self._add(new.agg, values)
+            self._add(new.pending, values)
             keep.append(new)
             keep.sort(key=lambda s: s.start_us)
             self.sessions[key] = keep

@@ -11,7 +11,7 @@ line naming the key, its old and new values and how to start fresh.
 and refuses a configuration the outputs were not computed with.
 
 Only what shapes state and outputs is fingerprinted (:func:`fingerprint`):
-the source (format, path, schema, column roles, time unit), the watermark
+the source (format, path, schema, column roles, time unit, time zone), the watermark
 settings, the window (type, size, slide, offset, gap, allowed lateness, keys,
 aggregations in their order, accumulation) and the early trigger. Everything
 else -- Spark settings, ``max_files_per_batch``, ``trigger.interval``,
@@ -125,6 +125,7 @@ def _single_source_keys(cfg: PipelineConfig, schema: str | dict[str, str]) -> di
         "source.offset": _opt(src.offset),
         "source.arrival_time": _opt(src.arrival_time),
         "source.time_unit": src.time_unit,
+        **({"source.time_zone": src.zone} if src.zone != "UTC" else {}),
         "watermark.max_out_of_orderness": _dur(wm.max_out_of_orderness_us),
         "watermark.out_of_orderness_by_partition": ", ".join(
             f"{p}={_dur(b)}" for p, b in sorted(wm.per_partition_us)) or "unset",
@@ -151,14 +152,30 @@ def _named_source_keys(cfg: PipelineConfig, schema: str | dict[str, str]) -> dic
             src.key("offset"): _opt(src.offset),
             src.key("arrival_time"): _opt(src.arrival_time),
             src.key("time_unit"): src.time_unit,
+            **({src.key("time_zone"): src.zone} if src.zone != "UTC" else {}),
             src.key("watermark"): describe_strategy(src.watermark),
         })
     return keys
 
 
+# Keys written only when not at their default (so older fingerprints stay as they were): absent means the default.
+ABSENT_MEANS = {"time_zone": "UTC"}
+
+
+def _value(fp: dict[str, str], key: str) -> str | None:
+    return fp.get(key, ABSENT_MEANS.get(key.rsplit(".", 1)[-1]))
+
+
 def differences(saved: dict[str, str], current: dict[str, str]) -> list[str]:
-    """Keys whose values differ, in the current fingerprint's order (keys new on either side are not compared)."""
-    return [k for k, v in current.items() if k in saved and saved[k] != v]
+    """Keys whose values differ, in the current fingerprint's order (keys new on either side are not compared,
+    except those of :data:`ABSENT_MEANS`, whose absence is their default)."""
+    keys = [*current, *[k for k in saved if k not in current and k.rsplit(".", 1)[-1] in ABSENT_MEANS]]
+    out = []
+    for k in keys:
+        old, new = _value(saved, k), _value(current, k)
+        if old is not None and new is not None and old != new:
+            out.append(k)
+    return out
 
 
 def _saved(fs: TextFiles, path: str, cfg: PipelineConfig) -> dict[str, str]:
@@ -175,7 +192,8 @@ def _refuse_changes(saved: dict[str, str], current: dict[str, str], what: str, a
     if changed:
         key = changed[0]
         more = f" (also changed: {', '.join(changed[1:])})" if len(changed) > 1 else ""
-        msg = (f"{key}: changed from {saved[key]!r} to {current[key]!r} since this checkpoint was started{more}; "
+        msg = (f"{key}: changed from {_value(saved, key)!r} to {_value(current, key)!r} since this checkpoint was "
+               f"started{more}; "
                f"{what} computed with the old value; {advice}")
         raise ConfigError(msg)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import re
+from collections.abc import Collection
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -24,6 +25,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, _pa
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig, check_columns
 from lowwater.io.checkpoint import start_fresh
+from lowwater.io.headers import landing_files, saved_schema  # noqa: F401 - their home before io/headers.py
 
 CORRUPT = "_corrupt_record"
 
@@ -56,6 +58,8 @@ def _reader_options(src: SourceConfig) -> dict[str, str]:
     if src.format == "parquet":
         return {}
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    if src.zone != "UTC":  # text read as a timestamp column without an offset is a wall-clock time there
+        opts["timeZone"] = src.zone
     if src.format == "csv":
         opts["header"] = "true"
     return opts
@@ -72,8 +76,12 @@ def _has_files(path: str) -> bool:
     return p.is_file() or (p.is_dir() and any(f.is_file() for f in p.rglob("*")))
 
 
-def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
-    """The input schema: ``source.schema`` if given, else inferred from the files present."""
+def infer_schema(spark: SparkSession, src: SourceConfig, prefer: Collection[str] = ()) -> StructType:
+    """The input schema: ``source.schema`` if given, else inferred from the files present.
+
+    ``prefer``: the columns the configuration names, which keep their spelling
+    where the input has names that differ only in case (:func:`keep_one_spelling`).
+    """
     if src.kafka is not None:  # the value's fields and the record's columns (io/kafka.py)
         from lowwater.io.kafka import kafka_schema
 
@@ -102,24 +110,86 @@ def infer_schema(spark: SparkSession, src: SourceConfig) -> StructType:
     if src.format == "csv":
         reader = reader.option("inferSchema", "true")
     try:
-        schema = reader.load(src.path).schema
+        try:
+            schema = reader.load(src.path).schema
+        except Exception as e:
+            if src.format != "jsonl" or _CLASH not in str(e):
+                raise
+            schema = _case_sensitive(spark, lambda: reader.load(src.path).schema)
+            schema = keep_one_spelling(schema, prefer)
     except Exception as e:
-        line = unreadable_parquet(e)
+        line = unreadable_parquet(e) or _clash_line(e)
         if line is None:
             raise
         raise ConfigError(f"{src.key('path')}: {line}") from None
     return StructType([f for f in schema.fields if f.name != CORRUPT])
 
 
+# -- column names that differ only in case ---------------------------------------------------
+# Spark's column names ignore case (spark.sql.caseSensitive is false), so `Origin` next to `origin` is one
+# name twice: schema inference fails with COLUMN_ALREADY_EXISTS. JSON Lines keep one spelling per name (the
+# configuration's, else the lower-case one, else the first) and note the others on it; a line that has
+# another spelling is a dead letter with that reason (``_load``, ``spark/parse._malformed_reason``). Parquet
+# and CSV columns are the file's own: one configuration line (CSV headers Spark renames itself).
+_CLASH = "COLUMN_ALREADY_EXISTS"
+CASE_VARIANTS = "lowwater.case_variants"  # field metadata: the other spellings of this column seen in the input
+
+
+def _case_sensitive(spark: SparkSession, infer):  # noqa: ANN001, ANN202 - a thunk returning a schema
+    key = "spark.sql.caseSensitive"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "true")
+    try:
+        return infer()
+    finally:
+        spark.conf.set(key, before)
+
+
+def keep_one_spelling(schema: StructType, prefer: Collection[str] = ()) -> StructType:
+    """One field per case-insensitive name; the other spellings go in its metadata (:data:`CASE_VARIANTS`)."""
+    groups: dict[str, list[StructField]] = {}
+    for f in schema.fields:
+        groups.setdefault(f.name.lower(), []).append(f)
+    out = []
+    for f in schema.fields:
+        group = groups[f.name.lower()]
+        if len(group) == 1:
+            out.append(f)
+            continue
+        names = [g.name for g in group]
+        keep = next((n for n in names if n in prefer), None) or next((n for n in names if n == n.lower()), names[0])
+        if f.name != keep:
+            continue
+        others = [n for n in names if n != keep]
+        out.append(StructField(f.name, f.dataType, f.nullable, {**f.metadata, CASE_VARIANTS: others}))
+    return StructType(out)
+
+
+def case_variants(schema: StructType) -> dict[str, str]:
+    """Each other spelling of a column seen in the input -> the column's name."""
+    return {v: f.name for f in schema.fields for v in f.metadata.get(CASE_VARIANTS, [])}
+
+
+def _clash_line(error: BaseException) -> str | None:
+    found = re.search(r"\[COLUMN_ALREADY_EXISTS\] The column `([^`]+)` already exists", str(error))
+    if found is None:
+        return None
+    return (f"the input has two columns named {found.group(1)!r} in different cases; Spark's column names "
+            "ignore case: rename one in the files")
+
+
 _NANOS = ('a timestamp in nanoseconds? Spark reads micro- and milliseconds: write microseconds, e.g. pandas '
           '`to_parquet(..., coerce_timestamps="us")` or pyarrow `write_table(..., coerce_timestamps="us")`')
 _ILLEGAL = re.compile(r"Illegal Parquet type: (.+?)\. SQLSTATE")
+_DUPLICATE = re.compile(r'Found duplicate field\(s\) "(.+?)": \[(.+?)\] in case-insensitive mode')
+_READING = re.compile(r"Encountered error while reading file (\S+?)\. SQLSTATE")
 _MISMATCH = re.compile(r"reading file (\S+?)\. Data type mismatches when reading Parquet column \[(.+?)\]\. "
                        r"Expected Spark type (\S+?), actual Parquet type (\S+?)\.")
 
 
 def unreadable_parquet(error: BaseException) -> str | None:
-    """A Parquet column Spark cannot read (a nanosecond timestamp, a type other than the schema's), in one line.
+    """A Parquet column Spark cannot read (a nanosecond timestamp, a type other than the schema's, names that
+    differ only in case), in one line.
 
     pandas writes timestamps in nanoseconds by default, which Spark refuses
     (``PARQUET_TYPE_ILLEGAL`` when inferring the schema, a type mismatch
@@ -132,33 +202,17 @@ def unreadable_parquet(error: BaseException) -> str | None:
         kind = found.group(1)
         hint = f" ({_NANOS})" if "NANOS" in kind else ""
         return f"a Parquet file has a column of type {kind}, which Spark cannot read{hint}"
+    found = _DUPLICATE.search(text)
+    if found:  # a later file with names that differ only in case (the first one is refused at inference)
+        where = _READING.search(text)
+        return (f"{where.group(1) + ': ' if where else ''}Parquet columns {found.group(2)} differ only in case, "
+                "which Spark's column names ignore: rename one in the file")
     found = _MISMATCH.search(text)
     if found:
         path, column, wanted, stored = found.groups()
         hint = f" ({_NANOS})" if wanted.startswith("timestamp") and stored == "INT64" else ""
         return f"{path}: column {column} is stored as Parquet {stored}, which Spark cannot read as {wanted}{hint}"
     return None
-
-
-def landing_files(path: str) -> int | None:
-    """How many files the file source would see under a local ``path`` (None for a URL).
-
-    Like Spark's file source, names starting with ``_`` or ``.`` are skipped (at any depth).
-    """
-    if "://" in path:
-        return None
-    root = Path(path)
-    if root.is_file():
-        return 1
-    return sum(
-        1 for p in root.rglob("*")
-        if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
-    )
-
-
-def saved_schema(state_dir: str) -> Path | None:
-    """Where the checkpoint keeps the inferred input schema (local checkpoints only)."""
-    return Path(state_dir, "source_schema.json") if "://" not in state_dir else None
 
 
 def resolve_schema(spark: SparkSession, cfg: PipelineConfig, state_dir: str | None) -> StructType:
@@ -176,8 +230,8 @@ def resolve_source_schema(
         if src.schema:  # an explicit schema must match, never silently give way to the saved one
             _check_same(infer_schema(spark, src), schema, str(saved), cfg)
     else:
-        schema = infer_schema(spark, src)
-    check_columns(cfg, {src.name: schema.fieldNames()})
+        schema = infer_schema(spark, src, prefer=cfg.columns_for(src))
+    check_columns(cfg, {src.name: {f.name: f.dataType.simpleString() for f in schema.fields}})
     if saved is not None and not saved.exists():
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps(schema.jsonValue()))
@@ -227,6 +281,9 @@ def _load(reader, src: SourceConfig, schema: StructType, path: str | list[str] |
         reader = reader.format("text")
         df = reader.load(src.path if path is None else path)
         df = df.filter(F.trim(df["value"]) != "")  # a blank line is not a row
+        variants = case_variants(schema)
+        if variants:
+            return _load_variants(df, full, variants, src, files)
         parsed = F.from_json(df["value"], full, _reader_options(src))
         return df.select(parsed.alias("_j"), *_meta(df, files)).select("_j.*", "_file", "_block")
     reader = reader.format(_READER[src.format]).schema(full)
@@ -234,6 +291,29 @@ def _load(reader, src: SourceConfig, schema: StructType, path: str | list[str] |
         reader = reader.option(k, v)
     df = reader.load(src.path if path is None else path)
     return df.select("*", *_meta(df, files))
+
+
+def _load_variants(df: DataFrame, full: StructType, variants: dict[str, str], src: SourceConfig,
+                   files: bool) -> DataFrame:
+    """JSON Lines whose keys include other spellings of a column: a line with one is a dead letter.
+
+    Each spelling is parsed as a field of its own (``from_json`` matches keys
+    exactly), the struct is renamed by position (so no two names differ only
+    in case), and a line with any other spelling keeps its text in the
+    corrupt-record column, noted with the spellings for its reason.
+    """
+    others = list(variants)
+    wide = StructType([*full.fields, *[StructField(v, StringType(), True) for v in others]])
+    plain = StructType([*full.fields, *[StructField(f"_case{i}", StringType(), True) for i in range(len(others))]])
+    parsed = F.from_json(df["value"], wide, _reader_options(src)).cast(plain)
+    j = df.select(parsed.alias("_j"), df["value"], *_meta(df, files))
+    clash = F.lit(False)
+    for i in range(len(others)):
+        clash = clash | F.col(f"_j._case{i}").isNotNull()
+    note = {CASE_VARIANTS: json.dumps(variants)}
+    corrupt = F.when(clash, F.col("value")).otherwise(F.col(f"_j.{CORRUPT}")).alias(CORRUPT, metadata=note)
+    cols = [F.col(f"_j.`{f.name}`").alias(f.name) for f in full.fields if f.name != CORRUPT]
+    return j.select(*cols, corrupt, "_file", "_block")
 
 
 def _meta(df: DataFrame, files: bool) -> list:

@@ -207,6 +207,8 @@ class KafkaSource:
             return [value.alias("value")], F.lit(None).cast("string")
         full = StructType([*self.values.fields, StructField(CORRUPT, StringType(), True)])
         opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+        if self.src.zone != "UTC":  # a TIMESTAMP field written without an offset: a wall-clock time there
+            opts["timeZone"] = self.src.zone
         if fmt == "json":
             parsed = F.from_json(value, full, opts)
         else:

@@ -29,6 +29,7 @@ from pyspark.sql import types as T
 from lowwater.config import PipelineConfig
 from lowwater.config.output import SOURCE_COLUMN
 from lowwater.io.files import CORRUPT
+from lowwater.io.headers import source_state_dir  # noqa: F401 - its home before io/headers.py
 from lowwater.io.kafka import KafkaSource
 from lowwater.io.landing import LandingSource
 from lowwater.io.source import Admitted
@@ -146,8 +147,3 @@ class UnionSource:
             for src in self.parts.values():
                 stack.enter_context(src.watching(poll_s))
             yield
-
-
-def source_state_dir(state_dir: str, name: str) -> str:
-    """Where one named source keeps its file log and saved schema."""
-    return f"{state_dir.rstrip('/')}/sources/{name}"

@@ -55,7 +55,9 @@ def side_by_side(cfg: PipelineConfig, out: DataFrame, position: StreamPosition) 
             continue
         differs.append(f"NOT {_same(t, st, dt, scale)}")
         wrong.append(f"NOT {_same(e, st, dt, scale)}")
-        if func in ("count", "sum", "avg", "min", "max"):
+        if not isinstance(dt, T.NumericType):  # a min/max of strings or dates: compared, no difference to show
+            cols += [f"{cast('NULL', dt)} AS {q(f'diff_{col}')}", f"{cast('NULL', dt)} AS {q(f'unexplained_{col}')}"]
+        elif func in ("count", "sum", "avg", "min", "max"):
             zero = cast("0", dt)
             cols += [f"coalesce({t}, {zero}) - coalesce({st}, {zero}) AS {q(f'diff_{col}')}",
                      f"CASE WHEN NOT {_same(e, st, dt, scale)} THEN coalesce({e}, {zero}) - coalesce({st}, {zero}) "

@@ -39,7 +39,7 @@ from lowwater.config import PipelineConfig
 from lowwater.io.files import CORRUPT, PARSE_CONF, file_path, read_batch, resolve_schema, uri_path
 from lowwater.io.footers import null_free
 from lowwater.reconcile.position import StreamPosition
-from lowwater.spark.aggtypes import value_cast
+from lowwater.spark.aggtypes import value_expr
 from lowwater.spark.parse import normalise
 from lowwater.spark.session import persist_with
 
@@ -161,14 +161,9 @@ def input_columns(schema: T.StructType) -> list[str]:
 
 
 def values(cfg: PipelineConfig, schema: T.StructType) -> list[Column]:
-    """The value columns as the stream folds them (``spark/aggtypes.value_cast``), named ``_v{i}``."""
+    """The value columns as the stream folds them (``spark/aggtypes.value_expr``), named ``_v{i}``."""
     types = {f.name: f.dataType for f in schema.fields}
-    out = []
-    for i, c in enumerate(cfg.window.value_columns):
-        dt = types[c]
-        col = F.col(c).cast("string").try_cast("double") if isinstance(dt, T.StringType) else F.col(c)
-        out.append(col.cast(value_cast(dt)).alias(f"_v{i}"))
-    return out
+    return [value_expr(F.col(c), types[c]).alias(f"_v{i}") for i, c in enumerate(cfg.window.value_columns)]
 
 
 def _window_starts(event: Column, size_us: int, slide_us: int, offset_us: int) -> list[Column]:

@@ -13,8 +13,18 @@ byte/short/int/bigint    bigint                      column type    double      
 decimal(p, s)            decimal(min(38, p+10), s)   decimal(p, s)  decimal(min(38, p+4), min(38,    bigint
                                                                     s+4)), rounded half up
 float/double             double                      column type    double                            bigint
-string of numbers        double                      double         double                            bigint
+string                   refused (exit 2)            string         refused (exit 2)                  bigint
+date/timestamp/boolean   refused (exit 2)            column type    refused (exit 2)                  bigint
+anything else            refused (exit 2)            refused        refused (exit 2)                  bigint
 =======================  ==========================  =============  ================================  =======
+
+Which aggregate takes which type is ``core/aggregates.NEEDS`` (checked before
+the run). A value travels through the partials as its *kind*
+(:func:`value_kind`): numbers as themselves; strings as strings (compared by
+code point, as Spark compares UTF-8 bytes); dates, timestamps and booleans as
+integers (days, µs, 0/1), decoded back to their type in the result
+(:func:`result_expr`); any other type as 1 where it is not null (``count``
+only). The sum field of a non-number stays null.
 
 A sum that overflows its type fails the step loudly (Arrow's checked cast,
 Spark's ANSI cast), as Spark SQL's ``sum`` does with ANSI mode on.
@@ -32,7 +42,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.core.partials import OUTPUTS, Field, layout
+from lowwater.core.partials import MIN, OUTPUTS, Field, layout
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FLOATING = (T.FloatType, T.DoubleType)
@@ -54,7 +64,7 @@ def sum_type(dt: T.DataType) -> T.DataType:
 
 
 def extreme_type(dt: T.DataType) -> T.DataType:
-    """The type of ``min``/``max(column)``: the column's own, for numbers (strings are read as doubles)."""
+    """The type of ``min``/``max(column)`` of a number: the column's own (other types: :func:`field_type`)."""
     if isinstance(dt, (*_INTEGRAL, *_FLOATING, T.DecimalType)):
         return dt
     return T.DoubleType()
@@ -66,11 +76,51 @@ def avg_type(dt: T.DataType) -> T.DataType:
     return T.DoubleType()
 
 
+NUMBER_KINDS = ("int", "decimal", "float")  # the kinds with a sum
+
+
+def value_kind(dt: T.DataType) -> str:
+    """How a value travels: ``int`` (int64), ``decimal``, ``float`` (float64), ``text`` (string),
+    ``ordinal`` (a date, timestamp or boolean as int64) or ``present`` (1 where not null: counted only)."""
+    if isinstance(dt, _INTEGRAL):
+        return "int"
+    if isinstance(dt, T.DecimalType):
+        return "decimal"
+    if isinstance(dt, _FLOATING):
+        return "float"
+    if isinstance(dt, T.StringType):
+        return "text"
+    if isinstance(dt, (T.DateType, T.TimestampType, T.TimestampNTZType, T.BooleanType)):
+        return "ordinal"
+    return "present"
+
+
+def summed(dt: T.DataType) -> bool:
+    """Whether the partials of a column of this type carry a sum (numbers only)."""
+    return value_kind(dt) in NUMBER_KINDS
+
+
 def field_type(field: Field, dt: T.DataType) -> T.DataType:
     """The type of a partial field of a value column of type ``dt`` (counts are bigint)."""
     if field.counts:
         return T.LongType()
-    return sum_type(dt) if field.fold == "sum" else extreme_type(dt)
+    kind = value_kind(dt)
+    if field.fold == "sum":
+        return sum_type(dt) if kind in NUMBER_KINDS else T.LongType()  # null for a non-number
+    return extreme_type(dt) if kind in NUMBER_KINDS else value_cast(dt)
+
+
+def _decoded(value: Column, dt: T.DataType) -> Column:
+    """A min/max field back in its column's type (``ordinal`` kinds travel as integers)."""
+    if isinstance(dt, T.DateType):
+        return F.date_from_unix_date(value.cast("int"))
+    if isinstance(dt, T.TimestampType):
+        return F.timestamp_micros(value)
+    if isinstance(dt, T.TimestampNTZType):  # the session's zone is UTC (spark/session.py): µs as a wall clock
+        return F.timestamp_micros(value).cast(T.TimestampNTZType())
+    if isinstance(dt, T.BooleanType):
+        return value.cast("boolean")
+    return value.cast(field_type(MIN, dt))
 
 
 def result_expr(func: str, dt: T.DataType, col: Callable[[Field], Column]) -> Column:
@@ -83,7 +133,9 @@ def result_expr(func: str, dt: T.DataType, col: Callable[[Field], Column]) -> Co
     out = OUTPUTS[func]
     value = col(out.field)
     if out.per is None:
-        return value.cast(field_type(out.field, dt))
+        if out.field.counts or value_kind(dt) in NUMBER_KINDS:
+            return value.cast(field_type(out.field, dt))
+        return _decoded(value, dt)
     per = col(out.per)
     # Null when ``per`` is 0, whatever ``value`` is: reconcile's expected value of a window whose rows were all
     # taken back out is a sum of 0 over 0 rows (ANSI would fail the job on the division).
@@ -93,19 +145,25 @@ def result_expr(func: str, dt: T.DataType, col: Callable[[Field], Column]) -> Co
     return F.when(some, value.cast("double") / per).cast("double")
 
 
-def value_kind(dt: T.DataType) -> str:
-    """How a value travels through the executors: ``int`` (Python int), ``decimal`` (Decimal), ``float``."""
-    if isinstance(dt, _INTEGRAL):
-        return "int"
-    if isinstance(dt, T.DecimalType):
-        return "decimal"
-    return "float"
-
-
 def value_cast(dt: T.DataType) -> T.DataType:
-    """How a value column reaches the session pass: integers as bigint, decimals as they are, else double."""
+    """The type a value column travels as (:func:`value_expr`): bigint, the decimal, double or string."""
     kind = value_kind(dt)
-    return T.LongType() if kind == "int" else dt if kind == "decimal" else T.DoubleType()
+    if kind == "decimal":
+        return dt
+    return {"int": T.LongType(), "float": T.DoubleType(), "text": T.StringType()}.get(kind, T.LongType())
+
+
+def value_expr(col: Column, dt: T.DataType) -> Column:
+    """A value column as it travels (:func:`value_kind`), in Spark SQL."""
+    if isinstance(dt, T.DateType):
+        return F.unix_date(col).cast("long")
+    if isinstance(dt, T.TimestampType):
+        return F.unix_micros(col)
+    if isinstance(dt, T.TimestampNTZType):
+        return F.unix_micros(col.cast(T.TimestampType()))
+    if value_kind(dt) == "present":
+        return F.when(col.isNotNull(), F.lit(1)).cast("long")
+    return col.cast(value_cast(dt))
 
 
 def partial_kinds(value_types: list[T.DataType]) -> list[str]:
@@ -114,7 +172,7 @@ def partial_kinds(value_types: list[T.DataType]) -> list[str]:
 
 
 def arrow_values(col: pa.ChunkedArray | pa.Array, dt: T.DataType) -> pa.Array:
-    """A value column as the partials fold it: int64, the column's decimal, or float64 (null stays null)."""
+    """A value column as the partials fold it (:func:`value_kind`; null stays null, NaN of a float is null)."""
     kind = value_kind(dt)
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
@@ -122,11 +180,16 @@ def arrow_values(col: pa.ChunkedArray | pa.Array, dt: T.DataType) -> pa.Array:
         return pc.cast(col, pa.int64())
     if kind == "decimal":
         return col
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        import pandas as pd  # numeric strings accepted; anything else is null (the parse made it a dead letter)
-
-        x = pd.to_numeric(pd.Series(col.to_pylist(), dtype=object), errors="coerce").to_numpy(dtype=np.float64)
-        return pa.array(x, from_pandas=True)
+    if kind == "text":
+        return pc.cast(col, pa.string())
+    if kind == "ordinal":
+        if pa.types.is_date32(col.type):
+            col = pc.cast(col, pa.int32())
+        elif pa.types.is_timestamp(col.type):
+            col = pc.cast(pc.cast(col, pa.timestamp("us", col.type.tz)), pa.int64())
+        return pc.cast(col, pa.int64())
+    if kind == "present":
+        return pc.if_else(pc.is_valid(col), pa.scalar(1, pa.int64()), pa.scalar(None, pa.int64()))
     return pa.array(pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False), from_pandas=True)
 
 
@@ -145,6 +208,8 @@ def from_json(kind: str, v: object) -> object:
         return None
     if kind == "float":
         return float(v)  # type: ignore[arg-type]
+    if kind == "text":
+        return str(v)
     if kind == "decimal":
         return v if isinstance(v, Decimal) else Decimal(str(v))
     return int(v)  # type: ignore[call-overload]

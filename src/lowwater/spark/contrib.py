@@ -29,7 +29,7 @@ from lowwater.core.lateness import Lateness, classify
 from lowwater.core.partials import ROWS, SUM, VALUE_FIELDS
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
-from lowwater.spark.aggtypes import arrow_values, value_kind
+from lowwater.spark.aggtypes import arrow_values, summed, value_kind
 from lowwater.spark.windowing import StateLayout
 
 PAYLOAD = "_in_"
@@ -129,9 +129,12 @@ def make_contribute(
             v = part[f"_v{j}"]
             valid = pc.cast(pc.is_valid(v), pa.int64())
             out.update({f.column(j): valid if f.counts else v for f in VALUE_FIELDS})
+            if not adds[j]:  # a string or date has no sum (spark/aggtypes.py)
+                out[SUM.column(j)] = pa.nulls(n, pa.int64())
         return out
 
     checked = [j for j, t in enumerate(value_types) if value_kind(t) in ("int", "decimal")]  # Arrow's sums wrap
+    adds = [summed(t) for t in value_types]
 
     def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rids, ws, seqs = lookup.value
@@ -181,7 +184,7 @@ def make_contribute(
             # Each field folds the values as ``core/partials.py`` says (its ``fold`` is Arrow's name).
             aggs: list[tuple] = [([], ROWS.fold)]
             for j in range(len(values)):
-                aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS]
+                aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS if adds[j] or f is not SUM]
             for j in checked:  # the same sum in doubles: Arrow's int64 and decimal sums wrap around unchecked
                 allon = allon.append_column(f"_d{j}", pc.cast(allon.column(f"_v{j}"), pa.float64(), safe=False))
                 aggs.append((f"_d{j}", "sum"))
@@ -192,7 +195,8 @@ def make_contribute(
             out[ROWS.column()] = g.column(ROWS.fold).combine_chunks()
             for j in range(len(values)):
                 for f in VALUE_FIELDS:
-                    out[f.column(j)] = g.column(f"_v{j}_{f.fold}").combine_chunks()
+                    if adds[j] or f is not SUM:  # a non-number's sum is left null (``shaped``)
+                        out[f.column(j)] = g.column(f"_v{j}_{f.fold}").combine_chunks()
             out["_kind"] = pa.array(["P"] * g.num_rows, pa.string())
             out["_seq"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
             out["_w"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))

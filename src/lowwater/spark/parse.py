@@ -8,11 +8,15 @@ The output of :func:`normalise` has every input column plus
 * ``_dead`` -- null for a good row, else the reason it goes to the dead letter.
 
 Rules (SEMANTICS.md §5): a malformed record, a missing or unparseable event
-time, a missing partition or arrival time, or a value column that is not a
-number make a dead letter; the run goes on.
+time, or a missing partition or arrival time make a dead letter; the run goes
+on. A value column's type is checked against its aggregations before the run
+(``config/pipeline.check_columns``): ``sum`` of a string is a configuration
+error, ``count`` and ``min``/``max`` of one are not, so no value is a dead letter.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +26,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
-from lowwater.io.files import CORRUPT
+from lowwater.io.files import CASE_VARIANTS, CORRUPT
+from lowwater.io.headers import NAIVE_TIME
 from lowwater.spark.columns import select_built
 from lowwater.time import misread_time_unit
 
@@ -33,25 +38,40 @@ _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 OUT_OF_RANGE = "event_time out of range"
 
 
-def time_us(col: Column, dtype: T.DataType, unit_us: int) -> Column:
+def time_us(col: Column, dtype: T.DataType, unit_us: int, zone: str = "UTC") -> Column:
     """A timestamp column, a number in ``unit`` since the epoch, or a string of either, as µs.
 
     A number too large for int64 µs in ``unit`` (epoch µs read as seconds) is null,
     not an overflow error: the row is a dead letter and the first step's unit check
     (``StepPlanner.plan``, ``spark/planner.py``) names the unit that fits.
+
+    ``zone`` (``source.time_zone``) is where naive times are: a timestamp
+    without a zone (a string with no offset, a ``timestamp_ntz``, a date) is
+    read as a wall-clock time there; one with a zone is an instant already.
+    Text parsed to ``timestamp`` by the reader took the zone there (``io/files._reader_options``).
     """
-    if isinstance(dtype, T.TimestampType | T.TimestampNTZType | T.DateType):
-        return F.unix_micros(col.cast("timestamp"))
+    if isinstance(dtype, T.TimestampType):
+        return F.unix_micros(col)
+    if isinstance(dtype, T.TimestampNTZType | T.DateType):
+        return F.unix_micros(_in_zone(col.cast("timestamp"), zone))
     if isinstance(dtype, _INTEGRAL):
         return F.try_multiply(col.cast("long"), F.lit(unit_us))
     if isinstance(dtype, _NUMERIC):
         return F.round(col.cast("double") * F.lit(float(unit_us))).try_cast("long")
-    as_num = col.cast("string").try_cast("double")
-    as_ts = F.try_to_timestamp(col.cast("string"))
+    text = col.cast("string")
+    as_num = text.try_cast("double")
+    as_ts = F.try_to_timestamp(text)
+    if zone != "UTC":  # the session's zone is UTC (spark/session.py): a naive text was read as UTC wall time
+        as_ts = F.when(text.rlike(NAIVE_TIME.pattern), _in_zone(as_ts, zone)).otherwise(as_ts)
     return (
         F.when(as_num.isNotNull(), F.round(as_num * F.lit(float(unit_us))).try_cast("long"))
         .otherwise(F.unix_micros(as_ts))
     )
+
+
+def _in_zone(utc_wall: Column, zone: str) -> Column:
+    """A wall-clock time read as UTC (the session's zone), moved to the instant it is in ``zone``."""
+    return utc_wall if zone == "UTC" else F.to_utc_timestamp(utc_wall, zone)
 
 
 def unit_matters(dtype: T.DataType) -> bool:
@@ -98,6 +118,28 @@ def _malformed_reason(schema: T.StructType, fmt: str) -> Column:
     fields = [f for f in schema.fields if f.name != CORRUPT and isinstance(f.dataType, _ATOMIC)]
     if fmt != "jsonl" or not fields:
         return F.lit("malformed record")
+    clash = _case_reason(schema)
+    if clash is not None:
+        return F.coalesce(clash, _wrong_types(fields))
+    return _wrong_types(fields)
+
+
+def _case_reason(schema: T.StructType) -> Column | None:
+    """Which key of a line is another spelling of a column (``io/files.CASE_VARIANTS``), else null."""
+    variants = json.loads(schema[CORRUPT].metadata.get(CASE_VARIANTS, "{}")) if CORRUPT in schema.names else {}
+    if not variants:
+        return None
+    seen = F.from_json(F.col(CORRUPT), T.StructType([T.StructField(v, T.StringType()) for v in variants])).cast(
+        T.StructType([T.StructField(f"_case{i}", T.StringType()) for i in range(len(variants))]))
+    return F.coalesce(*[
+        F.when(seen[f"_case{i}"].isNotNull(), F.lit(
+            f"malformed record: key {v!r} differs from column {c!r} only in case (Spark's column names ignore case)"))
+        for i, (v, c) in enumerate(variants.items())
+    ])
+
+
+def _wrong_types(fields: list[T.StructField]) -> Column:
+    """``malformed record: wrong type for <fields>`` where the line parses as text, else ``malformed record``."""
     as_text = F.from_json(
         F.col(CORRUPT), T.StructType([T.StructField(f.name, T.StringType()) for f in fields])
     )
@@ -159,7 +201,7 @@ def _engine_columns(
 ) -> list[Column]:
     types = {f.name: f.dataType for f in schema.fields}
     ev_raw = F.col(src.event_time)
-    event_us = time_us(ev_raw, types[src.event_time], src.unit_us)
+    event_us = time_us(ev_raw, types[src.event_time], src.unit_us, src.zone)
     checks: list[tuple[Column, Column | str]] = []
     if CORRUPT in types:
         checks.append((F.col(CORRUPT).isNotNull(), _malformed_reason(schema, src.format)))
@@ -185,7 +227,7 @@ def _engine_columns(
         checks.append((F.col(src.partition).isNull(), f"missing partition ({src.partition})"))
     arrival_us: Column = F.lit(None).cast("long")
     if src.arrival_time:
-        arrival_us = time_us(F.col(src.arrival_time), types[src.arrival_time], src.unit_us)
+        arrival_us = time_us(F.col(src.arrival_time), types[src.arrival_time], src.unit_us, src.zone)
         # A timestamp is null in µs only when it is null; a number or a string may not parse.
         if not (src.arrival_time in non_null and not unit_matters(types[src.arrival_time])):
             checks.append((F.col(src.arrival_time).isNull(), f"missing arrival_time ({src.arrival_time})"))
@@ -199,12 +241,6 @@ def _engine_columns(
             offset = raw_offset.cast("long")
         if not (src.offset in non_null and isinstance(off_type, _INTEGRAL)):
             checks.append((offset.isNull(), f"missing or non-integer offset ({src.offset})"))
-    for c in value_columns:
-        if c not in types:  # a value column another source has (checked per source at start)
-            continue
-        if not isinstance(types[c], _NUMERIC):
-            bad = F.col(c).isNotNull() & F.col(c).cast("string").try_cast("double").isNull()
-            checks.append((bad, f"not a number: {c}"))
     part_type = types[src.partition] if src.partition else T.StringType()
     part = F.col(src.partition).cast("string") if src.partition else F.lit("0")
     psort = F.col(src.partition) if src.partition and isinstance(part_type, _NUMERIC) else part

@@ -29,7 +29,7 @@ from lowwater.core.partials import empty, stored
 from lowwater.core.sessions import FINAL, REVISION, Emitted, Session, SessionMachine
 from lowwater.core.triggers import EarlyTrigger
 from lowwater.core.watermarks import clip_future
-from lowwater.spark.aggtypes import from_json, partial_kinds, python_values
+from lowwater.spark.aggtypes import from_json, partial_kinds, python_values, summed
 from lowwater.spark.contrib import skew_of
 from lowwater.spark.windowing import StateLayout
 from lowwater.time import POS_INF
@@ -146,7 +146,7 @@ def make_session_step(
         uniq, rep = np.unique(gid, return_index=True)
         rep_of = np.zeros(int(uniq.max()) + 1 if len(uniq) else 0, dtype=np.int64)
         rep_of[uniq] = rep
-        m = SessionMachine(gap_us, grace_us, nv, accumulation)
+        m = SessionMachine(gap_us, grace_us, nv, accumulation, tuple(summed(t) for t in value_types))
         m.now_us = now_us
         load_state(t, np.flatnonzero(role == 0), gid, m)
         ridx = np.flatnonzero(role == 1)

@@ -32,7 +32,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
 from lowwater.io.sink import Sinks
-from lowwater.spark.aggtypes import value_cast
+from lowwater.spark.aggtypes import value_cast, value_expr
 from lowwater.spark.columns import watermark_ts
 from lowwater.spark.contrib import PER_ROW, clipping
 from lowwater.spark.jobs import side_by_side
@@ -76,7 +76,7 @@ class SessionOperator:
 
     def _rows(self, parsed: DataFrame, clip: bool) -> DataFrame:
         cols = [F.col(k) for k in self.layout.keys]
-        cols += [F.col(v).cast(value_cast(self.layout.value_type(j))).alias(f"_v{j}")
+        cols += [value_expr(F.col(v), self.layout.value_type(j)).alias(f"_v{j}")
                  for j, v in enumerate(self.layout.values)]
         cols += [F.col("_event_us"), F.col("_rid"), F.lit(1).alias("_role")]
         if clip:
