@@ -97,6 +97,33 @@ def contrib_schema(layout: StateLayout, payload: list[T.StructField] | None) -> 
     return T.StructType(fields)
 
 
+def _fold_on_time(
+    allon: pa.Table, group_cols: list[str], values: list[str], value_types: list, adds: list[bool],
+    checked: list[int],
+) -> tuple[dict[str, pa.Array], int]:
+    """A task's on-time pairs folded into one partial per (key, window): the ``_kind = "P"`` rows."""
+    # Each field folds the values as ``core/partials.py`` says (its ``fold`` is Arrow's name).
+    aggs: list[tuple] = [([], ROWS.fold)]
+    for j in range(len(values)):
+        aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS if adds[j] or f is not SUM]
+    for j in checked:  # the same sum in doubles: Arrow's int64 and decimal sums wrap around unchecked
+        allon = allon.append_column(f"_d{j}", pc.cast(allon.column(f"_v{j}"), pa.float64(), safe=False))
+        aggs.append((f"_d{j}", "sum"))
+    g = allon.group_by(group_cols, use_threads=False).aggregate(aggs)
+    for j in checked:
+        check_sum(values[j], g.column(f"_v{j}_{SUM.fold}"), g.column(f"_d{j}_sum"), value_types[j])
+    out: dict[str, pa.Array] = {c: g.column(c).combine_chunks() for c in group_cols}
+    out[ROWS.column()] = g.column(ROWS.fold).combine_chunks()
+    for j in range(len(values)):
+        for f in VALUE_FIELDS:
+            if adds[j] or f is not SUM:  # a non-number's sum is left null (``shaped``)
+                out[f.column(j)] = g.column(f"_v{j}_{f.fold}").combine_chunks()
+    out["_kind"] = pa.array(["P"] * g.num_rows, pa.string())
+    out["_seq"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
+    out["_w"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
+    return out, g.num_rows
+
+
 def make_contribute(
     layout: StateLayout,
     assigner: WindowAssigner,
@@ -180,27 +207,7 @@ def make_contribute(
                         part[PAYLOAD + c] = b.column(c).take(rows)
                 other.append(shaped(part, len(sel)))
         if on_tables:
-            allon = pa.concat_tables(on_tables)
-            # Each field folds the values as ``core/partials.py`` says (its ``fold`` is Arrow's name).
-            aggs: list[tuple] = [([], ROWS.fold)]
-            for j in range(len(values)):
-                aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS if adds[j] or f is not SUM]
-            for j in checked:  # the same sum in doubles: Arrow's int64 and decimal sums wrap around unchecked
-                allon = allon.append_column(f"_d{j}", pc.cast(allon.column(f"_v{j}"), pa.float64(), safe=False))
-                aggs.append((f"_d{j}", "sum"))
-            g = allon.group_by(group_cols, use_threads=False).aggregate(aggs)
-            for j in checked:
-                check_sum(values[j], g.column(f"_v{j}_{SUM.fold}"), g.column(f"_d{j}_sum"), value_types[j])
-            out: dict[str, pa.Array] = {c: g.column(c).combine_chunks() for c in group_cols}
-            out[ROWS.column()] = g.column(ROWS.fold).combine_chunks()
-            for j in range(len(values)):
-                for f in VALUE_FIELDS:
-                    if adds[j] or f is not SUM:  # a non-number's sum is left null (``shaped``)
-                        out[f.column(j)] = g.column(f"_v{j}_{f.fold}").combine_chunks()
-            out["_kind"] = pa.array(["P"] * g.num_rows, pa.string())
-            out["_seq"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
-            out["_w"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
-            yield shaped(out, g.num_rows)
+            yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, values, value_types, adds, checked))
         yield from other
 
     return contribute
