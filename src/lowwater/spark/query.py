@@ -52,6 +52,7 @@ class QueryControl:
         self.source: StreamSource | None = None
         self.stop: str | None = None  # request_stop: "after_step" | "now"
         self.in_step = False
+        self.abandoned = False  # a stop left a Spark batch uncommitted (one had begun)
         self.error: BaseException | None = None
 
     def run(self, once: bool, drain: bool, trigger_interval: str | None) -> bool:
@@ -87,6 +88,14 @@ class QueryControl:
                     if self.error is not None:
                         raise self.error from None
                     raise
+                self.abandoned = self.abandoned or self.error is not None
+            except Exception:
+                # After a stop request, a failure is the stop: a SIGTERM sent to the whole process
+                # group also reaches Spark's processes (a Python worker, a JVM started elsewhere), and
+                # the step they fail is uncommitted like any step a stop abandons.
+                if self.stop is None:
+                    raise
+                self.abandoned = True
         if self.stop is not None:  # stopped on request: whatever was in flight is uncommitted
             return True
         if self.error is not None:
@@ -112,6 +121,7 @@ class QueryControl:
         """
         while not query.awaitTermination(0.25):
             if self.stop == "now":
+                self.abandoned = self.abandoned or self.in_step
                 query.stop()
             elif self.stop is not None and not self.in_step and not query.status["isTriggerActive"]:
                 query.stop()
@@ -120,6 +130,7 @@ class QueryControl:
         if self.stop is not None:
             # Fail the batch instead of returning: a batch that returns is committed by Spark,
             # and its files would never be processed. Failed, it is replayed on restart.
+            self.abandoned = True
             msg = f"stop requested before Spark batch {spark_batch}"
             raise StopRequested(msg)
         self.in_step = True
