@@ -193,7 +193,8 @@ def _run(
         _say(start_line(cfg, before, files, once, drain))
         if files == 0 and not once:
             _say(f"waiting for files in {_paths(cfg)}")
-        board = _serve_dashboard(cfg.output.path, dashboard_port) if dashboard_port is not None else None
+        board = (_serve_dashboard(cfg.output.path, dashboard_port, pipeline=cfg.observe.pipeline)
+                 if dashboard_port is not None else None)
         if err.is_terminal and not quiet:  # a live status line (observe/terminal.py); else the log lines
             from lowwater.observe.terminal import TerminalProgress
 
@@ -218,7 +219,7 @@ def _run(
         raise _fail(line, 1) from None
     stopped = signals.signum is not None
     if board is not None:  # a run stopped by a signal does not wait for another one
-        _keep_serving(board, cfg.output.path, wait=not stopped)
+        _keep_serving(board, cfg.output.path, wait=not stopped, pipeline=cfg.observe.pipeline)
     if once and not stopped and manifest.step == before.step:
         _say(f"nothing new in {_paths(cfg)} since step {before.step}: outputs unchanged")
     summary = engine.summary(manifest)  # also when stopped: what the checkpoint holds (README, Stopping)
