@@ -52,7 +52,9 @@ class QueryControl:
         self.source: StreamSource | None = None
         self.stop: str | None = None  # request_stop: "after_step" | "now"
         self.in_step = False
-        self.abandoned = False  # a stop left a Spark batch uncommitted (one had begun)
+        # A stop left a step uncommitted that had begun its work (not a batch refused at its start, which
+        # holds nothing: Spark replays it on restart either way).
+        self.abandoned = False
         self.error: BaseException | None = None
 
     def run(self, once: bool, drain: bool, trigger_interval: str | None) -> bool:
@@ -130,7 +132,6 @@ class QueryControl:
         if self.stop is not None:
             # Fail the batch instead of returning: a batch that returns is committed by Spark,
             # and its files would never be processed. Failed, it is replayed on restart.
-            self.abandoned = True
             msg = f"stop requested before Spark batch {spark_batch}"
             raise StopRequested(msg)
         self.in_step = True
