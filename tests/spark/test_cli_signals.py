@@ -42,6 +42,29 @@ def _start(root: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     return proc, err
 
 
+def _children(pid: int) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == pid]
+
+
+def _ppid(proc_dir: Path) -> int | None:
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _term_ignored(pids: list[int]) -> bool:
+    """Some child (the JVM: spark-submit execs java) ignores SIGTERM (SigIgn in /proc/PID/status)."""
+    for pid in pids:
+        try:
+            ign = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("SigIgn"))
+        except (OSError, StopIteration):
+            continue
+        if int(ign.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
+            return True
+    return False
+
+
 def _newest(root: Path) -> int:
     state = root / "out" / "_checkpoint" / "lowwater" / "state"
     return max((int(p.name[9:21]) for p in state.glob("manifest-*.json")), default=-1)
@@ -96,10 +119,13 @@ def test_sigint_and_sigterm_stop_after_the_step_and_a_restart_equals_a_clean_run
         mtime = f.stat().st_mtime
         f.rename(root / "landing" / f.name)
         os.utime(root / "landing" / f.name, (mtime, mtime))
-    # SIGTERM to the group once Spark has planned batch 1 (its offsets written): a step in flight, which a JVM
-    # dying of the signal would fail under the driver (py4j tracebacks); the JVM ignores it (docs/adr/0023).
-    offsets = root / "out" / "_checkpoint" / "spark" / "offsets" / "1"
-    _wait(lambda: _newest(root) >= 0 and offsets.exists(), "step 0 and batch 1 planned", proc, err)
+    # SIGTERM to the group once step 1 writes its outputs: a step in flight. The JVM ignores the signal
+    # (docs/adr/0023), so the step finishes and commits as with SIGTERM to the driver alone; a JVM dying of
+    # it would fail the step under the driver (py4j tracebacks, step 1 lost).
+    _wait(lambda: _newest(root) >= 0 and any((root / "out" / kind / "batch_id=1").exists()
+                                             for kind in ("results", "late", "dead_letter", "metrics")),
+          "step 1 writing", proc, err)
+    assert _term_ignored(_children(proc.pid)), "the JVM must be started with SIGTERM ignored"
     text, stdout = _stop_group(proc, err, signal.SIGTERM)
     start = [ln for ln in text.splitlines() if ln.startswith("lowwater run: ")]
     assert len(start) == 1, text
@@ -107,7 +133,8 @@ def test_sigint_and_sigterm_stop_after_the_step_and_a_restart_equals_a_clean_run
             and "new (no committed step)" in start[0] and "continuous" in start[0])
     assert "INFO lowwater: step 0 (batch 0)" in text
     first = _newest(root)
-    assert 0 <= first < FILES  # stopped before the input was used up
+    assert 1 <= first < FILES  # the step in flight (1) finished and committed; the input was not used up
+    assert "a step in flight was not committed" not in text
     summary = json.loads(stdout)  # the summary of what the checkpoint holds, on stdout
     assert summary["steps"] == first + 1 and summary["balanced"] and 0 < summary["rows"] <= FILES * ROWS_PER_FILE
 
