@@ -52,9 +52,9 @@ def parse_observe(raw: Any, base: Path | None = None) -> ObserveConfig:
     if interval < 1_000_000:
         msg = f"observe.spark_progress_interval: expected at least 1s, got {t['spark_progress_interval']!r}"
         raise ConfigError(msg)
-    textfile = text("observe", "prometheus_textfile", t["prometheus_textfile"]) if "prometheus_textfile" in t \
-        else None
-    if textfile is not None:
+    textfile = None
+    if "prometheus_textfile" in t:
+        textfile = text("observe", "prometheus_textfile", t["prometheus_textfile"])
         if not textfile.endswith(".prom"):
             msg = (f"observe.prometheus_textfile: {textfile!r}: node_exporter's textfile collector reads only "
                    "files named *.prom")
