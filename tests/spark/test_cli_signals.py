@@ -114,19 +114,24 @@ def test_sigint_and_sigterm_stop_after_the_step_and_a_restart_equals_a_clean_run
     # 1. Continuous, not quiet, in a process group of its own: "waiting for files", the start line, step lines;
     #    SIGTERM to the whole group during step 1.
     proc, err = _start(root)
-    _wait(lambda: "waiting for files in " + str(root / "landing") in err.read_text(), "waiting", proc, err)
-    for f in sorted((tmp_path / "staged" / "landing").iterdir()):
-        mtime = f.stat().st_mtime
-        f.rename(root / "landing" / f.name)
-        os.utime(root / "landing" / f.name, (mtime, mtime))
-    # SIGTERM to the group once step 1 writes its outputs: a step in flight. The JVM ignores the signal
-    # (docs/adr/0023), so the step finishes and commits as with SIGTERM to the driver alone; a JVM dying of
-    # it would fail the step under the driver (py4j tracebacks, step 1 lost).
-    _wait(lambda: _newest(root) >= 0 and any((root / "out" / kind / "batch_id=1").exists()
-                                             for kind in ("results", "late", "dead_letter", "metrics")),
-          "step 1 writing", proc, err)
-    assert _term_ignored(_children(proc.pid)), "the JVM must be started with SIGTERM ignored"
-    text, stdout = _stop_group(proc, err, signal.SIGTERM)
+    try:
+        _wait(lambda: "waiting for files in " + str(root / "landing") in err.read_text(), "waiting", proc, err)
+        for f in sorted((tmp_path / "staged" / "landing").iterdir()):
+            mtime = f.stat().st_mtime
+            f.rename(root / "landing" / f.name)
+            os.utime(root / "landing" / f.name, (mtime, mtime))
+        # SIGTERM to the group once step 1 writes its outputs: a step in flight. The JVM ignores the signal
+        # (docs/adr/0023), so the step finishes and commits as with SIGTERM to the driver alone; a JVM dying of
+        # it would fail the step under the driver (py4j tracebacks, step 1 lost).
+        _wait(lambda: _newest(root) >= 0 and any((root / "out" / kind / "batch_id=1").exists()
+                                                 for kind in ("results", "late", "dead_letter", "metrics")),
+              "step 1 writing", proc, err)
+        assert _term_ignored(_children(proc.pid)), "the JVM must be started with SIGTERM ignored"
+        text, stdout = _stop_group(proc, err, signal.SIGTERM)
+    finally:
+        if proc.poll() is None:  # a failed check above: leave no run (and its JVM) behind
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(60)
     start = [ln for ln in text.splitlines() if ln.startswith("lowwater run: ")]
     assert len(start) == 1, text
     assert (f"reading jsonl from {root / 'landing'}" in start[0] and str(root / "out" / "_checkpoint") in start[0]
