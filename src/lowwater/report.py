@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lowwater.time import NEG_INF, POS_INF, format_ts
+from lowwater.time import NEG_INF, POS_INF, format_duration, format_ts
 
 if TYPE_CHECKING:
     from lowwater.config import PipelineConfig, SourceConfig
@@ -44,6 +44,17 @@ def start_line(cfg: PipelineConfig, manifest: Manifest, files: int | None, once:
         reading = f"{cfg.source.format} from {cfg.source.path}{zone(cfg.source)}{found}"
     return (f"lowwater run: reading {reading}; checkpoint {cfg.output.checkpoint}: "
             f"{state}; outputs {cfg.output.path} ({mode})")
+
+
+def stop_line(signal_name: str, step: int, abandoned: bool) -> str:
+    """The last line of a run a signal stopped: what the checkpoint holds, and a step left uncommitted only if one was.
+
+    >>> stop_line("SIGTERM", 3, False)
+    'stopped by SIGTERM: the checkpoint holds step 3; run the same command to resume'
+    """
+    held = f"the checkpoint holds step {step}" if step >= 0 else "no step was committed yet"
+    flight = " (a step in flight was not committed: the restart redoes it)" if abandoned else ""
+    return f"stopped by {signal_name}: {held}{flight}; run the same command to resume"
 
 
 def print_table(console: Console, table: Table) -> None:
@@ -87,16 +98,16 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
     if summary.get("provisionals"):
         t.add_row("provisional (early)", f"{summary['provisionals']:,}")
     if summary.get("out_of_order_files"):
-        t.add_row("[yellow]read out of name order[/]",
+        t.add_row(Text("read out of name order", style="yellow"),
                   f"{summary['out_of_order_files']:,} files, {summary['out_of_order_rows']:,} rows")
     if summary.get("arrival_regressions"):
-        t.add_row("[yellow]steps out of arrival order[/]", f"{summary['arrival_regressions']:,}")
+        t.add_row(Text("steps out of arrival order", style="yellow"), f"{summary['arrival_regressions']:,}")
     if summary.get("markers"):
         t.add_row("markers (not rows)", f"{summary['markers']:,}")
     if summary.get("regressions"):
         t.add_row("watermark proposals ignored", f"{summary['regressions']:,}")
     if summary.get("held_rows"):
-        t.add_row("[yellow]held (not yet judged)[/]",
+        t.add_row(Text("held (not yet judged)", style="yellow"),
                   f"{summary['held_rows']:,} rows behind the arrival frontier (--drain judges them)")
     t.add_row("completeness", f"{summary['completeness']:.4%}")
     t.add_row("final watermark", str(summary["final_watermark"] or "undefined"))
@@ -106,8 +117,9 @@ def print_summary(console: Console, summary: dict, output_path: str) -> None:
     console.print(f"outputs: {output_path}/{{{kinds}}}, {output_path}/summary.json")
 
 
-def _s(x: float | None, unit: str = "s", digits: int = 2) -> str:
-    return "-" if x is None else f"{x:.{digits}f}{unit}"
+def _s(x: float | None) -> str:
+    """Seconds as users write durations (``11h``, ``1h 30m``, ``250ms``); ``-`` when there is none."""
+    return "-" if x is None else format_duration(x * 1e6)
 
 
 def print_whatif(console: Console, results: list[dict]) -> None:
@@ -121,7 +133,7 @@ def print_whatif(console: Console, results: list[dict]) -> None:
         t.add_column(col, justify="right")
     for r in results:
         t.add_row(
-            f"{r['lateness']:g}s", f"{r['allowed_lateness']:g}s", f"{r['on_time']:,}", f"{r['late_updates']:,}",
+            _s(r["lateness"]), _s(r["allowed_lateness"]), f"{r['on_time']:,}", f"{r['late_updates']:,}",
             f"{r['too_late']:,}", f"{r['dead_letter']:,}", f"{r['completeness']:.4%}", f"{r['windows_fired']:,}",
             f"{r['windows_drain_only']:,}", _s(r["emit_latency_mean"]), _s(r["emit_latency_p99"]),
             f"{r['peak_open_windows']:,}",
@@ -131,7 +143,7 @@ def print_whatif(console: Console, results: list[dict]) -> None:
     if worst:
         r = worst[0]
         parts = ", ".join(f"{p}: {n:,}" for p, n in sorted(r["too_late_by_partition"].items(), key=lambda x: -x[1])[:8])
-        print_text(console, f"too late by partition at L={r['lateness']:g}s, G={r['allowed_lateness']:g}s: {parts}")
+        print_text(console, f"too late by partition at L={_s(r['lateness'])}, G={_s(r['allowed_lateness'])}: {parts}")
 
 
 def print_compare(console: Console, rows: list[dict]) -> None:
@@ -147,7 +159,7 @@ def print_compare(console: Console, rows: list[dict]) -> None:
     for r in rows:
         span = r["lateness_range"]
         t.add_row(
-            r["strategy"], *([f"{r['allowed_lateness']:g}s"] if len(graces) > 1 else []), f"{r['on_time']:,}",
+            r["strategy"], *([_s(r["allowed_lateness"])] if len(graces) > 1 else []), f"{r['on_time']:,}",
             f"{r['late_updates']:,}", f"{r['too_late']:,}", f"{r['completeness']:.4%}", f"{r['windows_fired']:,}",
             _s(r["emit_latency_mean"]), _s(r["emit_latency_p99"]),
             "-" if span is None else f"{_s(span[0])} - {_s(span[1])}", f"{r['peak_open_windows']:,}",
@@ -156,22 +168,18 @@ def print_compare(console: Console, rows: list[dict]) -> None:
 
 
 def print_delays(console: Console, profile: list[dict]) -> None:
-    """Delay quantiles per partition (seconds)."""
-    t = Table(title="arrival_time - event_time per partition (seconds)", title_justify="left")
-    for col in ("partition", "rows", "p50", "p90", "p99", "p99.9", "max", "longest silence", "skew vs fastest"):
+    """Per partition: the out-of-orderness L must cover, the arrival delay, silences and skew; then the advice."""
+    from lowwater.advisor.advice import delay_advice
+
+    t = Table(title="delays per partition: out-of-orderness (event time behind the newest seen before; what L "
+              "covers) and arrival delay (arrival_time - event_time)", title_justify="left")
+    for col in ("partition", "rows", "behind p99", "behind p99.9", "behind max", "arrival p50", "arrival p90",
+                "arrival p99", "arrival p99.9", "arrival max", "longest silence", "skew vs fastest"):
         t.add_column(col, justify="right")
     for r in profile:
         t.add_row(str(r["partition"]), f"{r['rows']:,}",
-                  *(_s(r[k], "", 3) for k in ("p50", "p90", "p99", "p99_9", "max")),
-                  _s(r["longest_gap"], "", 1), _s(r.get("skew"), "", 3))
+                  *(_s(r[k]) for k in ("ooo_p99", "ooo_p99_9", "ooo_max", "p50", "p90", "p99", "p99_9", "max")),
+                  _s(r["longest_gap"]), _s(r.get("skew")))
     print_table(console, t)
     if profile:
-        slow = max(profile, key=lambda r: r["skew"])
-        gaps = [r["longest_gap"] for r in profile if r["longest_gap"] is not None]
-        silence = f"longest silence {max(gaps):.0f}s" if gaps else "no partition has two arrivals"
-        print_text(
-            console,
-            f"L for 99.9% of rows on their own partition: ~{max(r['p99_9'] for r in profile):.1f}s; "
-            f"partition {slow['partition']} trails the fastest by {slow['skew']:.1f}s (median); "
-            f"{silence} (idle_timeout should exceed normal gaps).",
-        )
+        print_text(console, delay_advice(profile))

@@ -71,6 +71,41 @@ def format_duration_us(us: int) -> str:
     return f"{us}us"
 
 
+_COMPOUND = (("d", US_PER["d"]), ("h", US_PER["h"]), ("m", US_PER["m"]), ("s", US_PER["s"]))
+
+
+def format_duration(us: float | None) -> str:
+    """A duration as users write them, for every duration lowwater prints: ``11h``, ``1h 30m``, ``250ms``.
+
+    Under a minute: one unit, up to three decimals (``1.5s``, ``12.5ms``,
+    ``40us``); from a minute on: whole seconds in days, hours, minutes and
+    seconds, zero parts left out (``11h 13m``, ``1d 2h``, ``2m 5s``). ``None``
+    (nothing measured) prints as ``-``. Fingerprints keep their own exact text
+    (:func:`format_duration_us`).
+
+    >>> format_duration(39_600_000_000), format_duration(5_400_000_000), format_duration(250_000)
+    ('11h', '1h 30m', '250ms')
+    >>> format_duration(40_380.4e6), format_duration(1.5e6), format_duration(0), format_duration(None)
+    ('11h 13m', '1.5s', '0s', '-')
+    """
+    if us is None:
+        return "-"
+    if us < 0:
+        return "-" + format_duration(-us)
+    if us < 0.0005:
+        return "0s"
+    if us < US_PER["m"] - 500:
+        unit = "us" if us < 999.5 else "ms" if us < US_PER["s"] - 500 else "s"
+        return f"{round(us / US_PER[unit], 3):g}{unit}"
+    rest = int(us / US_PER["s"] + 0.5) * US_PER["s"]
+    parts = []
+    for unit, size in _COMPOUND:
+        n, rest = divmod(rest, size)
+        if n:
+            parts.append(f"{int(n)}{unit}")
+    return " ".join(parts)
+
+
 def output_us(us: int | None) -> int | None:
     """A watermark as an output writes it: null when undefined, ``MAX_TIMESTAMP_US`` when drained.
 

@@ -7,8 +7,8 @@ import io
 import pytest
 from rich.console import Console
 
-from lowwater.advisor.advice import advise, choose, nothing_fired
-from lowwater.advisor.plot import label_groups, plot
+from lowwater.advisor.advice import advise, choose, delay_advice, nothing_fired
+from lowwater.advisor.plot import duration_ticks, label_groups, plot, plotly_figure
 from lowwater.report import print_delays, print_whatif
 
 
@@ -92,12 +92,68 @@ def test_report_prints_dashes_not_none_and_full_width_when_piped():
     results = [row(0, fired=0), *grid(1, 2)]
     print_whatif(console, results)
     print_delays(console, [{"partition": "0", "rows": 1, "p50": 0.1, "p90": 0.2, "p99": 0.3, "p99_9": 0.4,
-                            "max": 0.5, "longest_gap": None, "skew": 0.0}])
+                            "max": 0.5, "ooo_p50": 0.0, "ooo_p90": 0.0, "ooo_p99": 0.0, "ooo_p99_9": 0.0,
+                            "ooo_max": 0.0, "longest_gap": None, "skew": 0.0}])
     text = buf.getvalue()
     assert "None" not in text and "…" not in text
     assert max(len(line) for line in text.splitlines()) > 100  # the whole table, not cut to 80 columns
     assert "latency -: no window fired before the end of the log" in text
     assert "no partition has two arrivals" in text
+
+
+def test_durations_print_as_users_write_them():
+    """An 11 h bound and a 30 m grace, as the flights log needs: never ``39600s`` or ``40380.000``."""
+    h = 3600.0
+    results = [row(11 * h, 1800.0, mean=11 * h + 60, p99=11 * h + 13 * 60), row(90 * 60, 0.0, fired=0)]
+    buf = io.StringIO()
+    print_whatif(Console(file=buf), results)
+    text = buf.getvalue()
+    assert "11h" in text and "30m" in text and "11h 1m" in text and "11h 13m" in text and "1h 30m" in text
+    assert "39600" not in text and "1800" not in text
+    advice = advise(results, 0.9, 12 * h)
+    assert "L=11h (G=30m)" in advice and "p99 emit latency <= 12h" in advice and "L=1h 30m, G=0s" in advice
+
+
+def _profile(partition, delay_p99_9, behind_p99_9, skew=0.0, gap=120.0):
+    return {"partition": partition, "rows": 1000, "p50": 60.0, "p90": 600.0, "p99": delay_p99_9 - 1,
+            "p99_9": delay_p99_9, "max": delay_p99_9 + 1, "ooo_p50": 0.0, "ooo_p90": 10.0, "ooo_p99": behind_p99_9 - 1,
+            "ooo_p99_9": behind_p99_9, "ooo_max": behind_p99_9 + 1, "longest_gap": gap, "skew": skew}
+
+
+def test_delay_advice_is_the_out_of_orderness_not_the_arrival_delay():
+    """A flight reported when it lands: its arrival delay is hours more than how far it is behind on its partition."""
+    profile = [_profile("EWR", 12 * 3600 + 1700, 11 * 3600 + 600, skew=0.0),
+               _profile("HNL", 100.0, 40.0, skew=1800.0)]
+    text = delay_advice(profile)
+    assert text.startswith("L for 99.9% of rows on their own partition: ~11h 10m (out-of-orderness, partition EWR")
+    assert "arrival delay p99.9 is ~12h 28m 20s, not what L covers" in text
+    assert "partition HNL trails the fastest by 30m (median); longest silence 2m" in text
+    buf = io.StringIO()
+    print_delays(Console(file=buf), profile)
+    table = buf.getvalue()
+    assert "behind p99.9" in table and "arrival p99.9" in table and "11h 10m" in table and "12h 28m 20s" in table
+
+
+def test_summary_styles_are_not_printed_as_markup():
+    """The summary console prints text as it is (markup off): styled rows are Text, never ``[yellow]...[/]``."""
+    from lowwater.cli.app import out
+    from lowwater.report import print_summary
+
+    out.file = io.StringIO()
+
+    summary = {"rows": 10, "on_time": 10, "late_updates": 0, "too_late": 0, "dead_letter": 0, "windows_fired": 1,
+               "revisions": 0, "out_of_order_files": 1, "out_of_order_rows": 3, "arrival_regressions": 2,
+               "held_rows": 4, "completeness": 1.0, "final_watermark": None, "balanced": True}
+    for console in (Console(file=io.StringIO(), markup=False), Console(file=io.StringIO(), markup=True)):
+        print_summary(console, summary, "out")
+        text = console.file.getvalue()
+        assert "[yellow]" not in text and "[/]" not in text, text
+        assert "steps out of arrival order" in text and "read out of name order" in text
+        assert "held (not yet judged)" in text
+    print_summary(out, summary, "out")  # the CLI's own console (markup off), as `lowwater run --once` prints
+    text = out.file.getvalue()
+    out.file = None
+    assert "[yellow]" not in text and "steps out of arrival order" in text, text
 
 
 # -- plots ------------------------------------------------------------------------------------------------------
@@ -123,6 +179,31 @@ def test_png_and_html_plots(tmp_path):
     # ... but written once, next to the HTML files, and shared.
     assert [p.name for p in tmp_path.glob("*.js")] == ["plotly.min.js"]
     assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000
+
+
+def test_html_plot_colours_match_the_legend_in_both_panels():
+    """Each curve / strategy has one colour in both panels; no unlabelled annotation (plotly's "new text")."""
+    h = 3600.0
+    results = [row(b * h, g, completeness=c, mean=b * h + 60, p99=b * h + 600)
+               for g in (0.0, 1800.0) for b, c in ((0, 0.9), (1, 0.95), (4, 0.99), (11, 0.9999))]
+    compared = [{**row(5 * h, completeness=0.992, p99=5.5 * h), "strategy": "adaptive", "lateness": None,
+                 "label": "adaptive"}]
+    fig = plotly_figure(results, 0.99, 10 * h, choose(results, 0.99, 10 * h), None, compared)
+    colours: dict[str, set] = {}
+    for trace in fig.data:
+        if trace.legendgroup != "chosen":
+            colours.setdefault(trace.legendgroup, set()).add(trace.marker.color)
+    assert len(colours) == 3 and all(len(c) == 1 for c in colours.values()), colours
+    assert len({next(iter(c)) for c in colours.values()}) == 3  # and three different colours
+    texts = [a.text for a in fig.layout.annotations]
+    assert all(texts) and "new text" not in texts
+    assert texts.count("budget 10h") == 2 and "L=11h" in texts and "L=0s" in texts  # L once per near group
+    assert [t for t in fig.layout.xaxis.ticktext][:3] == ["0s", "2h", "4h"]
+
+
+def test_duration_ticks_are_round():
+    assert duration_ticks(0, 41_000) == [0, 7200, 14400, 21600, 28800, 36000, 43200]
+    assert duration_ticks(0.5, 3.0) == [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]
 
 
 @pytest.mark.parametrize("suffix", ["png", "html"])

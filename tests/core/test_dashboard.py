@@ -7,8 +7,10 @@ a step, ``metrics/batch_id=N``); the Spark end-to-end check is in
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -100,3 +102,49 @@ def test_a_drained_step_is_not_plotted_at_the_largest_timestamp(run_dir):
     pq.write_table(metrics_table(drained), d / "part-00000.parquet")
     last = RunReader(run_dir).metrics()[-1]
     assert last["drained"] and last["low_watermark"] is None and last["watermark_lag_s"] is None
+
+
+def _write_alerts(out, step: int, *events: tuple[str, str]) -> None:
+    from lowwater.observe.alerting import ALERTS_ARROW
+
+    d = out / "alerts" / f"batch_id={step}"
+    d.mkdir(parents=True)
+    rows = [{"step": step, "spark_batch": step, "at": datetime(2026, 1, 1, tzinfo=UTC), "rule": rule, "state": state,
+             "message": f"{rule} {state}", "value": 1.0, "threshold": 0.5, "pipeline": "flights"}
+            for rule, state in events]
+    pq.write_table(pa.Table.from_pylist(rows, ALERTS_ARROW), d / "part-00000.parquet")
+
+
+def test_page_names_the_pipeline_says_finished_or_live_and_shows_resolved_alerts_as_resolved(run_dir, tmp_path):
+    """``[observe] pipeline`` in the title; "(finished)" unless a live run holds the output path's lock; an alert
+    that fired and resolved is history, not red; one still firing is."""
+    import json
+    import os
+    import socket
+
+    from lowwater.io.lock import LOCK_NAME, _proc_start
+    from lowwater.testing.browser import dump_dom
+
+    _write_alerts(run_dir, 1, ("watermark_lag", "firing"))
+    _write_alerts(run_dir, 2, ("watermark_lag", "resolved"), ("late_rate", "firing"))
+    board = Dashboard(run_dir, port=0, pipeline="flights")
+    try:
+        dom = dump_dom(board.url)
+        assert '<span id="pipeline">flights</span>' in dom and "<title>lowwater: flights</title>" in dom
+        status = re.search(r'<div id="status">(.*?)</div>', dom).group(1)
+        assert status.endswith("; ALERT: late_rate (finished)"), status
+        table = re.search(r'<table id="alerts">(.*?)</table>', dom, re.S).group(1)
+        rows = re.findall(r"<tr( class=\"firing\")?>(.*?)</tr>", table, re.S)
+        red = [body for cls, body in rows if cls]
+        assert len(red) == 1 and "late_rate" in red[0]
+        assert "fired (resolved at step 2)" in table and "watermark_lag" not in "".join(red)
+        # A live run (another process, alive) holds the lock: the page says so.
+        ppid = os.getppid()
+        (run_dir / LOCK_NAME).write_text(json.dumps({"host": socket.gethostname(), "pid": ppid, "since": "2026-01-01",
+                                                     "token": "t", "proc_start": _proc_start(ppid)}))
+        assert re.search(r'<div id="status">.*\(live\)</div>', dump_dom(board.url))
+    finally:
+        board.close()
+    report = write_report(run_dir)  # the pipeline name from the alerts when the run is not the one serving
+    dom = dump_dom(report.as_uri())
+    assert '<span id="pipeline">flights</span>' in dom and "(report of a running run)" in dom

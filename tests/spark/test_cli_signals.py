@@ -1,10 +1,11 @@
 """Clean stops and visible starts: Ctrl-C / SIGTERM on a continuous ``lowwater run``, then a restart.
 
-One ``lowwater run`` process (a JVM start): a continuous run that first waits for files and is
-stopped with SIGINT sent to its Python driver. Then, in this process on the shared session (a JVM
-start each less): a continuous resume (``-q``) stopped with SIGTERM sent to this process (the
-CLI's handler is what a process has), and ``--once --drain``, whose outputs must equal an
-uninterrupted run's. ``-q``'s silenced Spark banner in a real process is test_cli's subject.
+One ``lowwater run`` process (a JVM start), in a process group of its own as under a service
+manager: a continuous run that first waits for files and is stopped mid-stream with SIGTERM sent to
+the whole process group (its JVM gets it too). Then, in this process on the shared session (a JVM
+start each less): a continuous resume (``-q``) stopped, once caught up, with SIGINT sent to this
+process (the CLI's handler is what a process has), and ``--once --drain``, whose outputs must equal
+an uninterrupted run's. ``-q``'s silenced Spark banner in a real process is test_cli's subject.
 """
 
 from __future__ import annotations
@@ -37,8 +38,31 @@ def _start(root: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     env = fast_jvm({**os.environ, "PYSPARK_PYTHON": sys.executable})
     with err.open("w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", *args], cwd=root,
-                                env=env, stdout=subprocess.DEVNULL, stderr=f)
+                                env=env, stdout=subprocess.PIPE, stderr=f, start_new_session=True)
     return proc, err
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == pid]
+
+
+def _ppid(proc_dir: Path) -> int | None:
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _term_ignored(pids: list[int]) -> bool:
+    """Some child (the JVM: spark-submit execs java) ignores SIGTERM (SigIgn in /proc/PID/status)."""
+    for pid in pids:
+        try:
+            ign = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("SigIgn"))
+        except (OSError, StopIteration):
+            continue
+        if int(ign.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
+            return True
+    return False
 
 
 def _newest(root: Path) -> int:
@@ -54,15 +78,16 @@ def _wait(cond, what: str, proc: subprocess.Popen, err: Path, timeout: float = 2
         time.sleep(0.1)
 
 
-def _stop(proc: subprocess.Popen, err: Path, sig: signal.Signals) -> str:
-    os.kill(proc.pid, sig)  # the Python driver only, as `kill` or a service manager's stop does
-    proc.wait(timeout=180)
+def _stop_group(proc: subprocess.Popen, err: Path, sig: signal.Signals) -> tuple[str, str]:
+    """``sig`` to the run's whole process group (the driver and its JVM), as `kill -TERM -PGID` or systemd does."""
+    os.killpg(proc.pid, sig)
+    stdout, _ = proc.communicate(timeout=180)
     text = err.read_text()
     assert proc.returncode == 128 + sig, text[-3000:]
     assert "Traceback" not in text and "py4j" not in text.lower() and "at org.apache" not in text, text[-3000:]
     last = text.strip().splitlines()[-1]
     assert last.startswith(f"stopped by {sig.name}: the checkpoint holds step ") and "resume" in last
-    return text
+    return text, stdout.decode()
 
 
 def _outputs(root: Path) -> dict:
@@ -86,37 +111,54 @@ def test_sigint_and_sigterm_stop_after_the_step_and_a_restart_equals_a_clean_run
     cfg = (tmp_path / "staged" / "pipeline.toml").read_text()
     (root / "pipeline.toml").write_text(cfg + '\n[trigger]\ninterval = "100ms"\n')
 
-    # 1. Continuous, not quiet: "waiting for files", the start line, step lines; SIGINT after step 0.
+    # 1. Continuous, not quiet, in a process group of its own: "waiting for files", the start line, step lines;
+    #    SIGTERM to the whole group during step 1.
     proc, err = _start(root)
-    _wait(lambda: "waiting for files in " + str(root / "landing") in err.read_text(), "waiting", proc, err)
-    for f in sorted((tmp_path / "staged" / "landing").iterdir()):
-        mtime = f.stat().st_mtime
-        f.rename(root / "landing" / f.name)
-        os.utime(root / "landing" / f.name, (mtime, mtime))
-    _wait(lambda: _newest(root) >= 0, "step 0", proc, err)
-    text = _stop(proc, err, signal.SIGINT)
+    try:
+        _wait(lambda: "waiting for files in " + str(root / "landing") in err.read_text(), "waiting", proc, err)
+        for f in sorted((tmp_path / "staged" / "landing").iterdir()):
+            mtime = f.stat().st_mtime
+            f.rename(root / "landing" / f.name)
+            os.utime(root / "landing" / f.name, (mtime, mtime))
+        # SIGTERM to the group once step 1 writes its outputs: a step in flight. The JVM ignores the signal
+        # (docs/adr/0023), so the step finishes and commits as with SIGTERM to the driver alone; a JVM dying of
+        # it would fail the step under the driver (py4j tracebacks, step 1 lost).
+        _wait(lambda: _newest(root) >= 0 and any((root / "out" / kind / "batch_id=1").exists()
+                                                 for kind in ("results", "late", "dead_letter", "metrics")),
+              "step 1 writing", proc, err)
+        assert _term_ignored(_children(proc.pid)), "the JVM must be started with SIGTERM ignored"
+        text, stdout = _stop_group(proc, err, signal.SIGTERM)
+    finally:
+        if proc.poll() is None:  # a failed check above: leave no run (and its JVM) behind
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(60)
     start = [ln for ln in text.splitlines() if ln.startswith("lowwater run: ")]
     assert len(start) == 1, text
     assert (f"reading jsonl from {root / 'landing'}" in start[0] and str(root / "out" / "_checkpoint") in start[0]
             and "new (no committed step)" in start[0] and "continuous" in start[0])
     assert "INFO lowwater: step 0 (batch 0)" in text
     first = _newest(root)
-    assert 0 <= first < FILES  # stopped before the input was used up
+    assert 1 <= first < FILES  # the step in flight (1) finished and committed; the input was not used up
+    assert "a step in flight was not committed" not in text
+    summary = json.loads(stdout)  # the summary of what the checkpoint holds, on stdout
+    assert summary["steps"] == first + 1 and summary["balanced"] and 0 < summary["rows"] <= FILES * ROWS_PER_FILE
 
-    # 2. Continuous, quiet, in this process: resumes; SIGTERM once it committed a step (or once it runs, if
-    #    nothing is left). The signal goes to this process only while the CLI's handler is in place.
+    # 2. Continuous, quiet, in this process: resumes; SIGINT once it is caught up (every file's step committed,
+    #    no step in flight). The signal goes to this process only while the CLI's handler is in place.
     done = threading.Event()
 
-    def sigterm_after_a_step() -> None:
+    def sigint_when_caught_up() -> None:
         deadline = time.monotonic() + 240
         while not done.is_set() and time.monotonic() < deadline:
-            handler = signal.getsignal(signal.SIGTERM)  # the CLI's, with its engine, once Spark is up
-            if getattr(handler, "engine", None) is not None and (_newest(root) > first or first == FILES - 1):
-                os.kill(os.getpid(), signal.SIGTERM)
+            handler = signal.getsignal(signal.SIGINT)  # the CLI's, with its engine, once Spark is up
+            engine = getattr(handler, "engine", None)
+            if engine is not None and _newest(root) == FILES - 1 and not engine.control.in_step:
+                time.sleep(0.5)  # a few empty triggers: caught up
+                os.kill(os.getpid(), signal.SIGINT)
                 return
             time.sleep(0.05)
 
-    stopper = threading.Thread(target=sigterm_after_a_step, daemon=True)
+    stopper = threading.Thread(target=sigint_when_caught_up, daemon=True)
     stopper.start()
     try:
         proc2 = run_cli_here(["run", "pipeline.toml", "-q"], root)
@@ -124,13 +166,14 @@ def test_sigint_and_sigterm_stop_after_the_step_and_a_restart_equals_a_clean_run
         done.set()
         stopper.join(10)
     text = proc2.stderr
-    assert proc2.returncode == 128 + signal.SIGTERM, text[-3000:]
+    assert proc2.returncode == 128 + signal.SIGINT, text[-3000:]
     assert "Traceback" not in text and "py4j" not in text.lower(), text[-3000:]
     last = text.strip().splitlines()[-1]
-    assert last.startswith("stopped by SIGTERM: the checkpoint holds step ") and "resume" in last, text
+    assert last == f"stopped by SIGINT: the checkpoint holds step {FILES - 1}; run the same command to resume", text
     assert f"resuming after step {first} (W = " in text
-    assert _newest(root) > first or first == FILES - 1
     assert len(text.strip().splitlines()) == 2, text  # the start line and the stop line
+    summary = json.loads(proc2.stdout)  # caught up: the summary of every row, nothing in flight
+    assert summary["steps"] == FILES and summary["rows"] == FILES * ROWS_PER_FILE and summary["balanced"]
 
     # 3. The restart consumes the rest and drains: the same outputs as the uninterrupted run.
     proc3 = run_cli_here(["run", "pipeline.toml", "--once", "--drain", "-q"], root)  # this process: a JVM start less

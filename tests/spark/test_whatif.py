@@ -120,7 +120,17 @@ def test_cli_whatif_and_delays_on_single_files(tmp_path, spark):
     prof = run_cli_here(["delays", str(csv_log), "--event-time", "event_time", "--arrival-time", "arrival_time",
                          "--partition", "partition", "-q", "--master", "local[1]"], tmp_path)
     assert prof.returncode == 0, prof.stderr[-2000:]
-    assert "p99.9" in prof.stdout and "25.000" in prof.stdout  # partition 1's 30 - 5, read as CSV
+    assert "p99.9" in prof.stdout and "25s" in prof.stdout  # partition 1's 30 - 5, read as CSV
+    # The advised L is the out-of-orderness (event time behind the newest seen before on the partition), not the
+    # arrival delay: on p0, t=10 arrives at 105 after t=100 arrived at 100 (90 s behind, 95 s delayed).
+    behind = tmp_path / "behind.jsonl"
+    behind.write_text("".join(json.dumps({"partition": 0, "event_time": t, "arrival_time": a}) + "\n"
+                              for t, a in ((100, 100), (10, 105), (101, 110))))
+    prof = run_cli_here(["delays", str(behind), "--event-time", "event_time", "--arrival-time", "arrival_time",
+                         "--partition", "partition", "-q", "--master", "local[1]"], tmp_path)
+    assert prof.returncode == 0, prof.stderr[-2000:]
+    assert "L for 99.9% of rows on their own partition: ~1m 30s (out-of-orderness" in prof.stdout, prof.stdout
+    assert "arrival delay p99.9 is ~1m 35s, not what L covers" in prof.stdout, prof.stdout
 
 
 DELAYED = """

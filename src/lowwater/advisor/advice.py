@@ -9,16 +9,23 @@ latency instead of suggesting a larger L, which only adds to it.
 
 from __future__ import annotations
 
+from lowwater.time import format_duration
+
 
 def secs(x: float | None) -> str:
-    """A duration in seconds for a sentence (``0.25s``, ``30s``, ``1,234s``); ``None`` (no window fired) says so."""
+    """Seconds as users write durations (``250ms``, ``30s``, ``1h 30m``); ``None`` (no window fired) says so."""
     if x is None:
         return "n/a (no window fired)"
-    return f"{x:,.0f}s" if abs(x) >= 100 else f"{x:.3g}s"
+    return format_duration(x * 1e6)
+
+
+def lg(r: dict, sep: str = ", ") -> str:
+    """A grid point as ``L=11h, G=30m`` (``sep`` between the two)."""
+    return f"L={secs(r['lateness'])}{sep}G={secs(r['allowed_lateness'])}"
 
 
 def _pair(r: dict) -> str:
-    return f"L={r['lateness']:g}s, G={r['allowed_lateness']:g}s"
+    return lg(r)
 
 
 def meets(r: dict, target_completeness: float | None, latency_budget_s: float | None) -> bool:
@@ -75,11 +82,12 @@ def _latency_cause(floor: dict, latency_budget_s: float, idle_timeout_s: float |
             "(`lowwater delays`: skew vs fastest)."
         )
         if idle:
-            text += f" idle_timeout = {idle_timeout_s:g}s also exceeds the budget: a quiet partition holds W that long."
+            text += (f" idle_timeout = {secs(idle_timeout_s)} also exceeds the budget: a quiet partition holds W "
+                     "that long.")
     elif idle:
         text += (
             f" Idleness dominates: the average fits the budget, the tail does not, and idle_timeout = "
-            f"{idle_timeout_s:g}s alone exceeds it: a partition that goes quiet holds W back that long before it "
+            f"{secs(idle_timeout_s)} alone exceeds it: a partition that goes quiet holds W back that long before it "
             "leaves the min. Lower idle_timeout (above the normal silences `lowwater delays` shows)."
         )
     else:
@@ -101,12 +109,13 @@ def advise(
     if target_completeness is not None:
         want.append(f"completeness >= {target_completeness:.4%}")
     if latency_budget_s is not None:
-        want.append(f"p99 emit latency <= {latency_budget_s:g}s")
+        want.append(f"p99 emit latency <= {secs(latency_budget_s)}")
     smallest = choose(results, target_completeness, latency_budget_s)
     if smallest is None:
         return _no_candidate(results, target_completeness, latency_budget_s, idle_timeout_s, " and ".join(want))
     lines = [
-        f"Smallest L meeting {' and '.join(want)}: L={smallest['lateness']:g}s (G={smallest['allowed_lateness']:g}s): "
+        f"Smallest L meeting {' and '.join(want)}: L={secs(smallest['lateness'])} "
+        f"(G={secs(smallest['allowed_lateness'])}): "
         f"completeness {smallest['completeness']:.4%}, {smallest['too_late']:,} too late, "
         f"p99 emit latency {secs(smallest['emit_latency_p99'])}, peak open windows {smallest['peak_open_windows']:,}."
     ]
@@ -114,7 +123,7 @@ def advise(
     if len({r["allowed_lateness"] for r in results}) > 1:
         fastest = min(ok, key=lambda r: (r["emit_latency_mean"], r["lateness"], r["allowed_lateness"]))
         lines.append(
-            f"Lowest on-time latency: L={fastest['lateness']:g}s with G={fastest['allowed_lateness']:g}s "
+            f"Lowest on-time latency: {lg(fastest, ' with ')} "
             f"(mean {secs(fastest['emit_latency_mean'])}, completeness {fastest['completeness']:.4%}, "
             f"{fastest['late_updates']:,} late updates)."
         )
@@ -161,3 +170,24 @@ def _no_candidate(
             "too-late rows into late updates (revisions)."
         )
     return "\n".join(lines)
+
+
+def delay_advice(profile: list[dict]) -> str:
+    """``lowwater delays``' sentence: L from the out-of-orderness (what a bound must cover), not the arrival delay.
+
+    The arrival delay of a row is its out-of-orderness plus how late the
+    newest event before it arrived itself; advising L on it overshoots by that
+    much (hours, on a feed reported when a flight lands). Both are named.
+    """
+    if not profile:
+        return "No valid rows: no delay to profile."
+    slow = max(profile, key=lambda r: r["skew"])
+    gaps = [r["longest_gap"] for r in profile if r["longest_gap"] is not None]
+    silence = f"longest silence {secs(max(gaps))}" if gaps else "no partition has two arrivals"
+    ooo = max(profile, key=lambda r: r["ooo_p99_9"])
+    return (
+        f"L for 99.9% of rows on their own partition: ~{secs(ooo['ooo_p99_9'])} (out-of-orderness, partition "
+        f"{ooo['partition']}: how far a row's event time is behind the newest one seen before it; arrival delay "
+        f"p99.9 is ~{secs(max(r['p99_9'] for r in profile))}, not what L covers); partition {slow['partition']} "
+        f"trails the fastest by {secs(slow['skew'])} (median); {silence} (idle_timeout should exceed normal gaps)."
+    )

@@ -20,22 +20,24 @@ from lowwater.cli.app import (
 from lowwater.config import ConfigError
 
 
-def _serve_dashboard(output_path: str, port: int, host: str = "127.0.0.1"):  # noqa: ANN202 - a Dashboard
+def _serve_dashboard(output_path: str, port: int, host: str = "127.0.0.1",  # noqa: ANN202 - a Dashboard
+                     pipeline: str | None = None):
     from lowwater.observe.dashboard import Dashboard
 
     try:
-        board = Dashboard(output_path, port=port, host=host)
+        board = Dashboard(output_path, port=port, host=host, pipeline=pipeline)
     except OSError as e:
         raise _fail(f"--port {port}: cannot serve the dashboard on {host}:{port}: {e}") from None
     _say(f"dashboard: {board.url}")
     return board
 
 
-def _keep_serving(board, output_path: str, wait: bool = True) -> None:  # noqa: ANN001 - a Dashboard
+def _keep_serving(board, output_path: str, wait: bool = True,  # noqa: ANN001 - a Dashboard
+                  pipeline: str | None = None) -> None:
     """After a run: write the static report; on a terminal, keep the dashboard up until Ctrl-C."""
     from lowwater.observe.dashboard import write_report
 
-    _say(f"report: {write_report(output_path)}")
+    _say(f"report: {write_report(output_path, pipeline)}")
     if wait and sys.stdin.isatty():
         _say(f"dashboard of the finished run: {board.url} (Ctrl-C to stop)")
         try:

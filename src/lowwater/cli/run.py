@@ -201,7 +201,8 @@ def _run(
         _say(start_line(cfg, before, files, once, drain))
         if files == 0 and not once:
             _say(f"waiting for files in {_paths(cfg)}")
-        board = _serve_dashboard(cfg.output.path, dashboard_port) if dashboard_port is not None else None
+        board = (_serve_dashboard(cfg.output.path, dashboard_port, pipeline=cfg.observe.pipeline)
+                 if dashboard_port is not None else None)
         if err.is_terminal and not quiet:  # a live status line (observe/terminal.py); else the log lines
             from lowwater.observe.terminal import TerminalProgress
 
@@ -224,21 +225,20 @@ def _run(
         if line is None:
             raise
         raise _fail(line, 1) from None
-    if signals.signum is not None:
-        held = f"the checkpoint holds step {manifest.step}" if manifest.step >= 0 else "no step was committed yet"
-        _say(f"stopped by {signal.Signals(signals.signum).name}: {held} (a step in flight was not committed); "
-             "run the same command to resume")
-        raise typer.Exit(128 + signals.signum)
+    stopped = signals.signum is not None
     if board is not None:  # a run stopped by a signal does not wait for another one
-        _keep_serving(board, cfg.output.path, wait=signals.signum is None)
-    if once and manifest.step == before.step:
+        _keep_serving(board, cfg.output.path, wait=not stopped, pipeline=cfg.observe.pipeline)
+    if once and not stopped and manifest.step == before.step:
         _say(f"nothing new in {_paths(cfg)} since step {before.step}: outputs unchanged")
-    summary = engine.summary(manifest)
+    summary = engine.summary(manifest)  # also when stopped: what the checkpoint holds (README, Stopping)
     if once:
         from lowwater.report import print_summary
 
         print_summary(out, summary, cfg.output.path)
     else:
         out.print(json.dumps(summary))
+    if stopped:
+        from lowwater.report import stop_line
 
-
+        _say(stop_line(signal.Signals(signals.signum).name, manifest.step, engine.control.abandoned))
+        raise typer.Exit(128 + signals.signum)

@@ -10,29 +10,33 @@ checkpoint.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lowwater.config.errors import ConfigError, check_keys, duration, table, text
 from lowwater.core.alerts import AlertRules
 
-OBSERVE_KEYS = frozenset({"prometheus_port", "prometheus_host", "pipeline", "spark_progress",
+OBSERVE_KEYS = frozenset({"prometheus_port", "prometheus_host", "prometheus_textfile", "pipeline", "spark_progress",
                           "spark_progress_interval"})
 DEFAULT_PROGRESS_INTERVAL_US = 10_000_000  # Flink's metric reporters default to 10 s too
 
 
 @dataclass(frozen=True)
 class ObserveConfig:
-    """The exporters: a Prometheus endpoint (port 0 = any free port) and Spark's own progress."""
+    """The exporters: a Prometheus endpoint (port 0 = any free port) and/or textfile, and Spark's own progress."""
 
     prometheus_port: int | None = None
     prometheus_host: str = "127.0.0.1"
+    # Rewritten (atomically) after every committed step, for node_exporter's textfile collector: a --once run
+    # ends before any scrape of its endpoint would see its last step (docs/observability.md, Prometheus).
+    prometheus_textfile: str | None = None
     pipeline: str | None = None  # the `pipeline` label; default: the output path
     spark_progress: bool = False  # the figures as observed metrics of a companion query (spark/progress.py)
     spark_progress_interval_us: int = DEFAULT_PROGRESS_INTERVAL_US  # the companion's trigger
 
 
-def parse_observe(raw: Any) -> ObserveConfig:
-    """``[observe]``: each error names its key."""
+def parse_observe(raw: Any, base: Path | None = None) -> ObserveConfig:
+    """``[observe]``: each error names its key; a relative ``prometheus_textfile`` resolves against ``base``."""
     t = table("observe", raw)
     check_keys("observe", t, OBSERVE_KEYS)
     port = t.get("prometheus_port")
@@ -48,8 +52,20 @@ def parse_observe(raw: Any) -> ObserveConfig:
     if interval < 1_000_000:
         msg = f"observe.spark_progress_interval: expected at least 1s, got {t['spark_progress_interval']!r}"
         raise ConfigError(msg)
+    textfile = None
+    if "prometheus_textfile" in t:
+        textfile = text("observe", "prometheus_textfile", t["prometheus_textfile"])
+        if not textfile.endswith(".prom"):
+            msg = (f"observe.prometheus_textfile: {textfile!r}: node_exporter's textfile collector reads only "
+                   "files named *.prom")
+            raise ConfigError(msg)
+        textfile = str((base or Path(".")) / textfile)
+        if not Path(textfile).parent.is_dir():
+            msg = f"observe.prometheus_textfile: {textfile}: its directory does not exist"
+            raise ConfigError(msg)
     return ObserveConfig(
         prometheus_port=port,
+        prometheus_textfile=textfile,
         prometheus_host=text("observe", "prometheus_host", t.get("prometheus_host", "127.0.0.1")),
         pipeline=text("observe", "pipeline", t["pipeline"]) if "pipeline" in t else None,
         spark_progress=progress,

@@ -234,7 +234,7 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
     policy = parse_late(data.get("late", {}))
     output = parse_output(data["output"], base)
     spark = parse_spark(data.get("spark", {}))
-    observe = parse_observe(data.get("observe", {}))
+    observe = parse_observe(data.get("observe", {}), base)
     alerts = parse_alerts(data.get("alerts"))
     return PipelineConfig(
         sources=sources,

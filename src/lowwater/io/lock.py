@@ -340,6 +340,30 @@ def _parse_beat(text: str | None, holder: Holder | None) -> float | None:
     return float(beat.get("at", 0.0))
 
 
+def run_in_progress(directory: str) -> bool:
+    """Does a live lowwater run hold the lock of ``directory`` (a local path) now? For the dashboard's live/finished.
+
+    A lock left by a killed run (its holder gone, as a next run would find) is not a run in progress.
+    """
+    path = os.path.join(directory, LOCK_NAME)
+    with _MUTEX:
+        if path in _HELD:  # this process runs it (``lowwater run --dashboard``)
+            return True
+    try:
+        with open(path) as f:
+            holder = _parse(f.read())
+    except OSError:
+        return False
+    if holder is None or (holder.host == socket.gethostname() and holder.pid == os.getpid()):
+        return False
+    try:
+        with open(f"{path}.beat") as f:
+            beat = _parse_beat(f.read(), holder)
+    except OSError:
+        beat = None
+    return gone_reason(holder, beat) is None
+
+
 def _release(key: str) -> None:
     with _MUTEX:
         h = _HELD.get(key)

@@ -12,6 +12,11 @@ redraws with ``Plotly.react``; it reads the outputs, never the engine, so
 (``<output>/report.html``: plotly.js and the data inlined, no refresh).
 Only local output paths are read (the outputs of a remote path are read by
 Spark, not here).
+
+The page names the pipeline (``[observe] pipeline`` when the run serves it,
+else the ``pipeline`` its alerts carry, else the output path), says whether a
+run holds the output path now (its lock, ``io/lock.py``: "live") or not
+("finished"), and shows an alert as firing only while it has not resolved.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from lowwater.io.lock import run_in_progress
 from lowwater.observe.model import input_rate, late_rate
 
 log = logging.getLogger("lowwater")
@@ -86,8 +92,9 @@ def _read(d: Path) -> list[dict]:
 class RunReader:
     """Reads a run's outputs under a local ``output_path``; steps already read are cached (a poll reads new ones)."""
 
-    def __init__(self, output_path: str | Path) -> None:
+    def __init__(self, output_path: str | Path, pipeline: str | None = None) -> None:
         self.root = Path(output_path)
+        self.pipeline = pipeline
         self._metrics: dict[int, dict] = {}
         self._lock = threading.Lock()
 
@@ -109,7 +116,18 @@ class RunReader:
             return [self._metrics[s] for s in sorted(self._metrics)]
 
     def alerts(self) -> list[dict]:
-        return [{k: _plain(v) for k, v in r.items()} for _, d in _steps(self.root, "alerts") for r in _read(d)]
+        """Every firing and resolving, oldest first; ``firing_now``: the rule's latest event is this firing one."""
+        rows = [{k: _plain(v) for k, v in r.items()} for _, d in _steps(self.root, "alerts") for r in _read(d)]
+        last: dict[str, int] = {}
+        for i, r in enumerate(rows):
+            last[r.get("rule")] = i
+        for i, r in enumerate(rows):
+            r["firing_now"] = r.get("state") == "firing" and last[r.get("rule")] == i
+            if r.get("state") == "firing" and not r["firing_now"]:
+                later = next((x for x in rows[i + 1:] if x.get("rule") == r.get("rule")
+                              and x.get("state") != "firing"), None)
+                r["resolved_step"] = None if later is None else later.get("step")
+        return rows
 
     def latest_results(self) -> dict:
         """The newest step with results: its step and first rows (the latest emitted windows and revisions)."""
@@ -121,8 +139,10 @@ class RunReader:
 
     def snapshot(self) -> dict:
         """Everything the page shows, as one JSON-able dict."""
-        return {"output": str(self.root), "metrics": self.metrics(), "alerts": self.alerts(),
-                "results": self.latest_results()}
+        alerts = self.alerts()
+        named = self.pipeline or next((a["pipeline"] for a in alerts if a.get("pipeline")), None)
+        return {"output": str(self.root), "pipeline": named, "running": run_in_progress(str(self.root)),
+                "metrics": self.metrics(), "alerts": alerts, "results": self.latest_results()}
 
 
 def render(snapshot: Mapping[str, Any] | None, inline_js: bool) -> str:
@@ -136,11 +156,11 @@ def render(snapshot: Mapping[str, Any] | None, inline_js: bool) -> str:
     return page.replace("<!--PLOTLY-->", script).replace("/*DATA*/null", data)
 
 
-def write_report(output_path: str | Path) -> Path:
+def write_report(output_path: str | Path, pipeline: str | None = None) -> Path:
     """Write ``<output_path>/report.html``: the dashboard of the run as it is now, self-contained."""
     target = Path(output_path) / "report.html"
     tmp = target.with_suffix(".html.tmp")
-    tmp.write_text(render(RunReader(output_path).snapshot(), inline_js=True))
+    tmp.write_text(render(RunReader(output_path, pipeline).snapshot(), inline_js=True))
     tmp.replace(target)
     return target
 
@@ -148,8 +168,9 @@ def write_report(output_path: str | Path) -> Path:
 class Dashboard:
     """Serves the dashboard of ``output_path`` on ``host:port`` (0: a free port) from a daemon thread."""
 
-    def __init__(self, output_path: str | Path, port: int = 8050, host: str = "127.0.0.1") -> None:
-        reader = RunReader(output_path)
+    def __init__(self, output_path: str | Path, port: int = 8050, host: str = "127.0.0.1",
+                 pipeline: str | None = None) -> None:
+        reader = RunReader(output_path, pipeline)
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name

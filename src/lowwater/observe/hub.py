@@ -72,14 +72,14 @@ class Observers:
 
             self.exporters.append(SparkProgress(spark, lw_dir, pipeline_name(self.cfg),
                                                 obs.spark_progress_interval_us / 1e6))
-        if obs.prometheus_port is not None:
+        if obs.prometheus_port is not None or obs.prometheus_textfile is not None:
             from lowwater.observe.prometheus import PrometheusExporter
 
             several = len(self.cfg.sources) > 1
             try:
                 self.prometheus = PrometheusExporter(obs.prometheus_port, pipeline_name(self.cfg),
                                                      obs.prometheus_host, source=self.cfg.sources[0].name,
-                                                     several=several)
+                                                     several=several, textfile=obs.prometheus_textfile)
             except OSError as e:
                 msg = f"observe.prometheus_port: cannot serve on {obs.prometheus_host}:{obs.prometheus_port}: {e}"
                 raise ConfigError(msg) from None

@@ -6,6 +6,14 @@ must not see each other's series). A custom collector renders the last step's
 samples at scrape time, so a scrape never sees half a step: :meth:`on_step`
 swaps one immutable snapshot in. Every series carries a ``pipeline`` label
 (``[observe] pipeline``, default the output path).
+
+A run that ends (``--once``, a batch job) is gone before a scrape would see
+its last steps, so the same registry can also be written, after every
+committed step, to a ``.prom`` file for node_exporter's textfile collector
+(``[observe] prometheus_textfile``): what Prometheus recommends for batch
+jobs on a host. It is written to a temporary file and renamed, so the
+collector never reads half of it, and it stays after the run, with the last
+step's values.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -58,20 +66,25 @@ class _StepCollector(Collector):
 
 
 class PrometheusExporter:
-    """Serves ``/metrics`` on ``host:port`` (port 0: a free port, see :attr:`port`) until :meth:`close`."""
+    """Serves ``/metrics`` on ``host:port`` (port 0: a free port, see :attr:`port`; None: no endpoint) until
+    :meth:`close`, and/or rewrites ``textfile`` after every step."""
 
-    def __init__(self, port: int, pipeline: str, host: str = "127.0.0.1", source: str = "",
-                 several: bool = False) -> None:
+    def __init__(self, port: int | None, pipeline: str, host: str = "127.0.0.1", source: str = "",
+                 several: bool = False, textfile: str | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._collector = _StepCollector(pipeline)
         self.registry.register(self._collector)
         self._hist = Histogram()
         self._lock = threading.Lock()
         self.source, self.several = source, several
-        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
-        self.port: int = self._server.server_port
+        self.textfile = textfile
         self.host = host
-        log.info("Prometheus metrics on http://%s:%d/metrics", host, self.port)
+        self._server = None
+        self.port: int | None = None
+        if port is not None:
+            self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+            self.port = self._server.server_port
+            log.info("Prometheus metrics on http://%s:%d/metrics", host, self.port)
 
     def on_step(self, step: int, row: Mapping[str, Any], totals: Mapping[str, int],
                 alerts: Mapping[str, bool]) -> None:
@@ -82,6 +95,8 @@ class PrometheusExporter:
             hist = Histogram(self._hist.buckets, list(self._hist.counts), self._hist.total)
             self._collector.snapshot = (samples(row, totals, self.source, self.several), hist)
             self._collector.alerts = dict(alerts)
+            if self.textfile is not None:  # a temporary file renamed over it: never read half-written
+                write_to_textfile(self.textfile, self.registry)
 
     def close(self) -> None:
         """Stop serving (idempotent)."""

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lowwater.core.reconcile import CAUSES
+from lowwater.report import print_table
 
 
 def write_parquet(frame: DataFrame, path: str) -> T.StructType:
@@ -47,7 +48,7 @@ def print_summary(out: Console, s: dict) -> None:
         rows.append(("corrections applied", f"{s['corrections']:,}"))
     for k, v in rows:
         t.add_row(Text(k), Text(str(v)))
-    out.print(t)
+    print_table(out, t)  # redirected: at its full width, not cut at 80 columns (report.print_table)
     if s["largest"]:
         big = Table(title="largest differences")
         cols = list(s["largest"][0])
@@ -55,7 +56,7 @@ def print_summary(out: Console, s: dict) -> None:
             big.add_column(c)
         for r in s["largest"]:
             big.add_row(*[Text(_fmt(r[c])) for c in cols])
-        out.print(big)
+        print_table(out, big)
     for w in s["unexplained_windows"]:
         out.print(Text.assemble(("unexplained: ", "bold red"), Text(_name(w))))
     verdict = ("every difference is explained" if not s["unexplained"]
@@ -89,16 +90,22 @@ def plot(frame: DataFrame, path: Path, measure: str) -> None:
     Self-contained (plotly's script inline), so it opens offline. Each point is
     the sum over the differing windows starting at that time.
     """
-    import plotly.graph_objects as go
-
     cols = [F.sum(F.col(f"{c}_{measure}" if measure != "count" else f"{c}_rows")).alias(c) for c in CAUSES]
     diff = f"unexplained_{measure}"
     pdf = (frame.groupBy("window_start").agg(*cols, F.sum(F.coalesce(F.col(diff), F.lit(0))).alias("unexplained"))
            .orderBy("window_start").toPandas())
+    path.write_text(figure(pdf, measure).to_html(include_plotlyjs=True, full_html=True), encoding="utf-8")
+
+
+def figure(pdf, measure: str):  # noqa: ANN001, ANN201 - a pandas DataFrame in, a plotly Figure out
+    """The bars of :func:`plot`: one trace per cause with a difference, named in a legend (also when alone)."""
+    import plotly.graph_objects as go
+
     fig = go.Figure()
     for c in [*CAUSES, "unexplained"]:
         if len(pdf) and pdf[c].fillna(0).astype(float).abs().sum() > 0:
             fig.add_bar(x=pdf["window_start"], y=pdf[c].astype(float), name=c.replace("_", " "))
     fig.update_layout(barmode="relative", title=f"batch truth - stream ({measure}) by cause, over event time",
-                      xaxis_title="window start (UTC)", yaxis_title=f"difference in {measure}")
-    path.write_text(fig.to_html(include_plotlyjs=True, full_html=True), encoding="utf-8")
+                      xaxis_title="window start (UTC)", yaxis_title=f"difference in {measure}",
+                      showlegend=True, legend_title_text="cause")  # plotly hides a legend of one trace
+    return fig

@@ -52,6 +52,9 @@ class QueryControl:
         self.source: StreamSource | None = None
         self.stop: str | None = None  # request_stop: "after_step" | "now"
         self.in_step = False
+        # A stop left a step uncommitted that had begun its work (not a batch refused at its start, which
+        # holds nothing: Spark replays it on restart either way).
+        self.abandoned = False
         self.error: BaseException | None = None
 
     def run(self, once: bool, drain: bool, trigger_interval: str | None) -> bool:
@@ -87,6 +90,14 @@ class QueryControl:
                     if self.error is not None:
                         raise self.error from None
                     raise
+                self.abandoned = self.abandoned or self.error is not None
+            except Exception:
+                # After a stop request, a failure is the stop: a SIGTERM sent to the whole process
+                # group also reaches Spark's processes (a Python worker, a JVM started elsewhere), and
+                # the step they fail is uncommitted like any step a stop abandons.
+                if self.stop is None:
+                    raise
+                self.abandoned = True
         if self.stop is not None:  # stopped on request: whatever was in flight is uncommitted
             return True
         if self.error is not None:
@@ -112,6 +123,7 @@ class QueryControl:
         """
         while not query.awaitTermination(0.25):
             if self.stop == "now":
+                self.abandoned = self.abandoned or self.in_step
                 query.stop()
             elif self.stop is not None and not self.in_step and not query.status["isTriggerActive"]:
                 query.stop()

@@ -5,11 +5,19 @@ Spark's log level is set by ``log4j2.properties`` (errors only). With
 start-up lines no user acts on: the JVM's incubator-module warning and
 Spark's "Setting default log level ..." banner (printed for every PySpark
 driver, whatever the log configuration). Everything else still reaches stderr.
+
+The JVM is started with SIGTERM ignored, as PySpark already starts it with
+SIGINT ignored: a SIGTERM sent to the whole process group (a service
+manager's or a supervisor's stop) then reaches the Python driver, which
+decides how the run ends, and not the JVM under it (docs/adr/0023). The JVM
+still ends with the driver: it exits when its stdin (a pipe from the driver)
+closes.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -44,19 +52,39 @@ def _forward(stream, banner: tuple[bytes, ...]) -> None:  # noqa: ANN001 - a bin
             sys.stderr.buffer.flush()
 
 
-def _launch_quiet_gateway(conf: dict[str, str]) -> None:
-    """Start the JVM gateway with its stderr filtered (before the builder would start it)."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
+def _shielded_popen(*args, **kwargs) -> subprocess.Popen:  # noqa: ANN002, ANN003 - Popen's own arguments
+    """``subprocess.Popen`` for the JVM gateway: the child ignores SIGTERM besides what PySpark sets (SIGINT).
 
-    if SparkContext._gateway is not None:
+    An ignored signal stays ignored across ``exec`` (bash's ``spark-submit``,
+    then ``java``), and the JVM installs no shutdown handler for it.
+    """
+    inner = kwargs.get("preexec_fn")
+
+    def preexec() -> None:
+        if inner is not None:
+            inner()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    return subprocess.Popen(*args, **{**kwargs, "preexec_fn": preexec})
+
+
+def _launch_gateway(conf: dict[str, str], quiet: bool) -> None:
+    """Start the JVM gateway (SIGTERM ignored; with ``quiet`` its stderr filtered) before the builder would."""
+    from pyspark import SparkConf, SparkContext, java_gateway
+
+    if SparkContext._gateway is not None or os.name != "posix":
         return
     spark_conf = SparkConf(loadDefaults=False)
     for k, v in conf.items():
         spark_conf.set(k, v)
-    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
-    proc = gateway.proc
-    threading.Thread(target=_forward, args=(proc.stderr, BANNER), daemon=True, name="jvm-stderr").start()
+    popen = java_gateway.Popen
+    java_gateway.Popen = _shielded_popen  # PySpark sets its own preexec_fn; this wraps it
+    try:
+        gateway = java_gateway.launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE} if quiet else {})
+    finally:
+        java_gateway.Popen = popen
+    if quiet:
+        threading.Thread(target=_forward, args=(gateway.proc.stderr, BANNER), daemon=True, name="jvm-stderr").start()
     SparkContext._ensure_initialized(gateway=gateway)
 
 
@@ -73,8 +101,7 @@ def get_spark(cfg: SparkConfig | None = None, quiet: bool = False, jars: list[st
     if active is not None:
         return active
     conf = session_conf(cfg, jars)
-    if quiet:
-        _launch_quiet_gateway(conf)
+    _launch_gateway(conf, quiet)
     builder = SparkSession.builder
     for k, v in conf.items():
         builder = builder.config(k, v)
