@@ -1,10 +1,10 @@
 """``[output] kind = "delta"``: Delta tables equal to the Parquet outputs, exactly once across a crash (ADR 0026).
 
-Two ``lowwater run`` processes (the shared session has no Delta jars): the
-first is SIGKILLed between step 2's writes and its manifest
-(``LOWWATER_FAULT=before_commit:2:sigkill``), the second replays step 2 and
-drains, then reads the tables back with Spark in the same process. The test
-reads them again with delta-rs (``deltalake``) and checks the Delta logs.
+One process with Delta's jars (the shared session has none): a run crashes
+between step 2's writes and its manifest (the ``before_commit`` fault point,
+where ``LOWWATER_FAULT`` kills a process), ``lowwater run`` replays step 2 and
+drains, then the tables are read back with Spark in the same process. The
+test reads them again with delta-rs (``deltalake``) and checks the Delta logs.
 """
 
 from __future__ import annotations
@@ -30,21 +30,46 @@ from .test_cli import CONFIG
 KINDS = ("results", "late", "dead_letter", "metrics")
 WALL_CLOCK = ("duration_s", "watermark_lag_s")  # a replayed step measures its own; Delta keeps the first's
 
-# Run the CLI, then read every table with Spark batch reads (in the same JVM) into a JSON file.
-RESTART = """
-import json, sys
+# One process (ADR 0015: the subject is the sink, not the process): a run that crashes between step 2's writes
+# and its manifest (the fault raises there, as test_crash.crash_here), the same command again, then every table
+# read back with Spark batch reads into a JSON file.
+SCRIPT = """
+import json, os, sys
+import lowwater.spark.engine as engine_module
 from lowwater.cli import app
+from lowwater.config import load_config
+from lowwater.io.delta import delta_session
+from lowwater.spark.engine import Engine
+from lowwater.spark.session import get_spark
+
+cfg = load_config("pipeline.toml")
+jars, conf = delta_session(cfg)
+spark = get_spark(cfg.spark, jars=jars, conf=conf)
+
+def fault(point, step):
+    if (point, step) == ("before_commit", 2):
+        raise RuntimeError("crash")
+
+real, engine_module._fault = engine_module._fault, fault
+try:
+    Engine(cfg, spark).run(drain=True)
+except Exception as e:
+    assert "crash" in str(e), e
+else:
+    raise AssertionError("no crash")
+engine_module._fault = real
+logs = sorted(os.listdir("out/delta/metrics/_delta_log"))
+crashed = [json.loads(ln)["txn"]["version"] for f in logs if f.endswith(".json")
+           for ln in open(f"out/delta/metrics/_delta_log/{f}") if '"txn"' in ln]
 try:
     app(["run", "pipeline.toml", "--drain", "-q"])
 except SystemExit as e:
     assert not e.code, e.code
-from pyspark.sql import SparkSession
-spark = SparkSession.getActiveSession()
-out = {}
+out = {"crashed": crashed}
 for kind in sys.argv[1:]:
     df = spark.read.format("delta").load(f"out/delta/{kind}")
     out[kind] = {"columns": df.columns, "rows": df.count()}
-hist = spark.sql("DESCRIBE HISTORY delta.`out/delta/results`").select("operation").collect()
+hist = spark.sql(f"DESCRIBE HISTORY delta.`{os.path.abspath('out/delta/results')}`").select("operation").collect()
 out["history"] = [r.operation for r in hist]
 with open("spark_read.json", "w") as f:
     json.dump(out, f)
@@ -80,16 +105,12 @@ def test_delta_tables_equal_parquet_and_a_replayed_step_adds_nothing(tmp_path):
     text = CONFIG.format(fmt="jsonl").replace('[output]\npath = "out"\n', '[output]\npath = "out"\nkind = "delta"\n')
     (tmp_path / "pipeline.toml").write_text(text)
 
-    crashed = cli(tmp_path, "-m", "lowwater.cli", "run", "pipeline.toml", "--drain", "-q",
-                  env={"LOWWATER_FAULT": "before_commit:2:sigkill"})
-    assert crashed.returncode in (-9, 137), crashed.stderr.decode()[-2000:]
-    delta = tmp_path / "out" / "delta"
-    assert max(v for _, v in txn_versions(delta / "metrics")) == 2  # step 2 reached Delta, not the manifest
-
-    restart = cli(tmp_path, "-c", RESTART, *KINDS, CURRENT)
-    assert restart.returncode == 0, restart.stderr.decode()[-3000:]
+    done = cli(tmp_path, "-c", SCRIPT, *KINDS, CURRENT)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
     spark_read = json.loads((tmp_path / "spark_read.json").read_text())
 
+    assert max(spark_read["crashed"]) == 2  # step 2 reached Delta before the crash, not the manifest
+    delta = tmp_path / "out" / "delta"
     parquet = {k: pd.read_parquet(tmp_path / "out" / k) for k in KINDS}
     assert len(parquet["late"]) and len(parquet["dead_letter"]) and (parquet["results"]["revision"] > 0).any()
     for kind in KINDS:
