@@ -28,6 +28,7 @@ prune on ``window_start`` through Delta's per-file statistics).
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from pathlib import Path
@@ -45,7 +46,8 @@ from lowwater.spark.fs import HadoopFS
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 # The settings a session needs for MERGE and DESCRIBE HISTORY on path tables (static: set at start-up);
-# snapshotPartitions: Delta's default (50) makes every log replay of a small table 50 tasks.
+# snapshotPartitions: Delta's default (50) makes every log replay of a small table 50 tasks (a user's
+# [spark.conf] value wins, e.g. for tables with a long log).
 SESSION_CONF = {
     "spark.sql.extensions": EXTENSION,
     "spark.sql.catalog.spark_catalog": CATALOG,
@@ -60,8 +62,7 @@ _TXN = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.t
 
 
 def jars_dir() -> Path:
-    import os
-
+    """Where Delta's jars are looked for: ``LOWWATER_DELTA_JARS``, else ``.jars/delta``."""
     return Path(os.environ.get("LOWWATER_DELTA_JARS") or JARS_DIR)
 
 
