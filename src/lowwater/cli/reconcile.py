@@ -67,12 +67,15 @@ def reconcile(
             from lowwater.io.lock import hold
 
             held = hold(cfg)  # no run may write the outputs meanwhile; a running one makes this refuse (one line)
+        from lowwater.io.delta import delta_session
+
+        jars, conf = delta_session(cfg) if apply else ([], {})  # --apply writes the Delta tables too
     except ConfigError as e:
         raise _fail(str(e)) from None
     from lowwater.spark.session import get_spark
 
     try:
-        spark = get_spark(cfg.spark, quiet=quiet)
+        spark = get_spark(cfg.spark, quiet=quiet, jars=jars, conf=conf)
     except Exception as e:  # noqa: BLE001 - Spark start-up errors come in many types
         raise _fail(f"spark.master {cfg.spark.master!r}: could not start Spark: {_spark_error_line(e)}") from None
     from lowwater.reconcile import report

@@ -174,9 +174,11 @@ def _run(
         _check_before_spark(cfg)
         hold(cfg)  # one run per output path: a second one refuses here, before Spark starts (io/lock.py)
         _wait_for_files(cfg, once)
+        from lowwater.io.delta import delta_session
         from lowwater.io.kafka import jars_for
 
-        jars = jars_for(cfg)  # Spark's Kafka connector when a source is a topic
+        delta_jars, delta_conf = delta_session(cfg)  # Delta Lake's jars and extension for kind = "delta"
+        jars = jars_for(cfg) + delta_jars  # Spark's Kafka connector when a source is a topic
     except ConfigError as e:
         raise _fail(str(e)) from None
     from lowwater.report import start_line
@@ -184,7 +186,7 @@ def _run(
     from lowwater.spark.session import get_spark
 
     try:
-        spark = get_spark(cfg.spark, quiet=quiet, jars=jars)
+        spark = get_spark(cfg.spark, quiet=quiet, jars=jars, conf=delta_conf)
     except _Interrupted:
         raise
     except Exception as e:  # noqa: BLE001 - Spark start-up errors come in many types

@@ -11,7 +11,7 @@ from typing import Any
 from lowwater.config.errors import ConfigError, duration, text
 from lowwater.config.overrides import resolve
 
-OUTPUT_KINDS = ("parquet", "postgres")
+OUTPUT_KINDS = ("parquet", "postgres", "delta")
 OUTPUT_KEYS = frozenset({"path", "checkpoint", "kind", "postgres"})
 PG_TABLE_KEYS = (
     "results_table", "late_table", "dead_letter_table", "metrics_table", "batches_table", "joined_table",

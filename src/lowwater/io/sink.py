@@ -11,8 +11,9 @@ before the manifest replays the step through every sink.
 Sinks are called in their order in :class:`Sinks` and each call returns
 before the next sink's: a sink may read what an earlier one wrote (the
 PostgreSQL sink stages from the Parquet files, so each frame is computed
-once). Adding a sink is one module implementing :class:`Sink` and one line
-where the engine builds its :class:`Sinks`.
+once; the Delta sink writes the frame it is given). Adding a sink is one
+module implementing :class:`Sink` and one line where the engine builds its
+:class:`Sinks`.
 """
 
 from __future__ import annotations

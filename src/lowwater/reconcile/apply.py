@@ -19,7 +19,8 @@ numbered ``CORRECTION_BASE + n`` (``n`` = 1 + the corrections already in the
 sink the stream value was read from), so they never meet an engine step's
 number: ``results/batch_id=<step>`` is overwritten whole (Parquet), and
 PostgreSQL gets them through the engine's one-transaction protocol (stage,
-then one transaction that checks ``lowwater_batches``). A second ``--apply``
+then one transaction that checks ``lowwater_batches``), Delta as an append
+and a ``results_current`` MERGE keyed by the number (``io/delta.py``). A second ``--apply``
 finds nothing to correct and writes nothing: twice equals once. An
 ``--apply`` that died between the Parquet write and the PostgreSQL delivery
 computes the same corrections under the same number and completes them.
@@ -126,5 +127,12 @@ def apply_corrections(spark: SparkSession, cfg: PipelineConfig, result) -> int: 
         pg.begin_step(step)
         pg.write("results", step, rows)
         pg.deliver(step, -1, None)
+    if cfg.output.kind == "delta":
+        from lowwater.io.delta import DeltaSink, app_id
+
+        # Their own app id: a correction's number is above every engine step's, and Delta would skip a later
+        # engine step under the same id (ADR 0026). A second --apply reuses the number and is skipped.
+        app = app_id(HadoopFS(spark), f"{cfg.output.checkpoint.rstrip('/')}/lowwater")
+        DeltaSink(spark, cfg.output.path, cfg.window.key, f"{app}-correction").write("results", step, rows)
     rows.unpersist()
     return n

@@ -5,9 +5,9 @@ every window type::
 
     parse ──> plan ──────────> operator ─────────> sinks ────────> commit
     (spark/   (spark/planner:  (spark/operators/:  (io/sink: Parquet, (manifest:
-     parse)    W(r), verdicts,  windowed or         then PostgreSQL;   state versions,
-               accounting ->    sessions -> new     deliver before     tracker, totals)
-               StepPlan)        buckets, counts)    the commit)
+     parse)    W(r), verdicts,  windowed or         then PostgreSQL    state versions,
+               accounting ->    sessions -> new     or Delta; deliver  tracker, totals)
+               StepPlan)        buckets, counts)    before the commit)
 
 1. **parse** on the executors: clocks to µs, dead-letter reasons (``parse``);
 2. **plan** on the driver: a compact projection (row id, partition,
@@ -190,6 +190,10 @@ class Engine:
             # The output path names the pipeline, so several pipelines can share one database. It stages
             # what the Parquet output wrote (one computation of each frame), so it comes after it.
             sinks.append(PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key, written=self.outputs))
+        if cfg.output.kind == "delta":  # Delta tables under <output>/delta/<kind>, beside Parquet (ADR 0026)
+            from lowwater.io.delta import DeltaSink, app_id
+
+            sinks.append(DeltaSink(spark, cfg.output.path, cfg.window.key, app_id(self.fs, self.lw_dir)))
         self.sinks = Sinks(spark, sinks)
         self.planner = StepPlanner(cfg, unit, lambda: self.clock())
         self.operator: WindowOperator = OPERATORS[cfg.window.type](

@@ -88,11 +88,15 @@ def _launch_gateway(conf: dict[str, str], quiet: bool) -> None:
     SparkContext._ensure_initialized(gateway=gateway)
 
 
-def get_spark(cfg: SparkConfig | None = None, quiet: bool = False, jars: list[str] | None = None) -> SparkSession:
+def get_spark(
+    cfg: SparkConfig | None = None, quiet: bool = False, jars: list[str] | None = None,
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
     """Return the active session or start one from ``cfg`` (quiet logs, UTC).
 
     ``jars`` (local paths, e.g. Spark's Kafka connector: ``io/kafka.jars_for``)
-    are added to ``spark.jars`` when the session starts.
+    are added to ``spark.jars`` when the session starts; ``conf`` (e.g. Delta's
+    extension: ``io/delta.delta_session``) is set before the user's ``[spark] conf``.
     """
     cfg = cfg or SparkConfig()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -100,17 +104,19 @@ def get_spark(cfg: SparkConfig | None = None, quiet: bool = False, jars: list[st
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    conf = session_conf(cfg, jars)
-    _launch_gateway(conf, quiet)
+    settings = session_conf(cfg, jars, conf)
+    _launch_gateway(settings, quiet)
     builder = SparkSession.builder
-    for k, v in conf.items():
+    for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
-def session_conf(cfg: SparkConfig, jars: list[str] | None = None) -> dict[str, str]:
+def session_conf(
+    cfg: SparkConfig, jars: list[str] | None = None, extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     """The settings a new session starts with: lowwater's defaults, then the user's ``[spark] conf``.
 
     The user's ``spark.driver.extraJavaOptions`` is appended to lowwater's log
@@ -121,6 +127,7 @@ def session_conf(cfg: SparkConfig, jars: list[str] | None = None) -> dict[str, s
     conf = dict(DEFAULT_CONF)
     log4j = Path(__file__).with_name("log4j2.properties")
     conf["spark.sql.shuffle.partitions"] = str(cfg.shuffle_partitions)
+    conf.update(extra or {})
     conf.update(cfg.conf)
     user = cfg.conf.get("spark.driver.extraJavaOptions")
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}" + (f" {user}" if user else "")
