@@ -1,8 +1,8 @@
-"""Every scenario file (tests/scenarios/*.yaml) through the pure core path, and what needs several runs.
+"""What needs several core runs of a scenario transcript (tests/scenarios/*.yaml).
 
-The same files run through the Spark engine in tests/spark/test_scenario_files.py. A file states what
-one run must give; the tests below change the configuration or the rows of a file and compare runs
-(issue 13's acceptance: the slowest source governs, markers against a bound, an adaptive L against
+Each transcript alone runs through the core in tests/core/test_transcripts.py and through the Spark engine
+in tests/spark/test_scenario_files.py. The tests below change the configuration or the rows of a file and
+compare runs (issue 13's acceptance: the slowest source governs, markers against a bound, an adaptive L against
 fixed ones, clipping on and off).
 """
 
@@ -11,22 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-from lowwater.testing.scenario_files import compare, emit_latencies, expected, load, run_core
+from lowwater.testing.scenario_files import emit_latencies
+from lowwater.testing.transcript_core import run_core
+from lowwater.testing.transcripts import load
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
-FILES = sorted(SCENARIOS.glob("*.yaml"))
-
-
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_core_path_gives_the_expected_outcome(path):
-    s = load(path)
-    got = run_core(s)
-    assert not compare(got, expected(s))
-    c = got.counts
-    assert c["rows"] == c["on_time"] + c["late_updates"] + c["too_late"] + c["dead_letter"]  # §6
-    assert got.watermarks == sorted(got.watermarks)  # W(r) never goes back in arrival order (§2)
 
 
 def _bounds(s, **bounds):

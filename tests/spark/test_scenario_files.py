@@ -1,8 +1,9 @@
-"""Every scenario file (tests/scenarios/*.yaml) through the Spark engine, cut into files independently per source.
+"""Every scenario transcript (tests/scenarios/*.yaml) through the Spark engine, cut into files independently per source.
 
-The core path runs the same files in tests/core/test_scenario_files.py; here
-each cutting (sources cut independently into files) must give the scenario's
-expected results, too-late rows and counts (SEMANTICS.md §8).
+The core path runs the same transcripts in tests/core/test_transcripts.py (with their steps and their
+reversed, shuffled and re-cut replays); here each runs once, with the second cutting it lists (sources cut
+independently: the engine's arrival frontier must hold rows back), and must give the transcript's expected
+results, too-late rows and counts -- the same the core gives, so the two paths are compared (SEMANTICS.md §8).
 """
 
 from __future__ import annotations
@@ -11,26 +12,26 @@ from pathlib import Path
 
 import pytest
 
-from lowwater.testing.scenario_files import compare, expected, load
+from lowwater.testing.scenario_files import compare
 from lowwater.testing.scenario_spark import run_spark
+from lowwater.testing.transcripts import expected, load, load_all
 
 pytestmark = pytest.mark.spark
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
 # adaptive_burst runs through Spark in test_adaptive_lateness_trajectory_is_in_the_metrics (one run, both checks).
-FILES = sorted(p for p in SCENARIOS.glob("*.yaml") if p.stem != "adaptive_burst")
+RUNS = [t for p in sorted(SCENARIOS.glob("*.yaml")) if p.stem != "adaptive_burst" for t in load_all(p)
+        if t.error is None]
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_spark_path_gives_the_expected_outcome(spark, path, tmp_path):
-    """The second cutting listed (sources cut independently; the three-source file: also one batch).
-
-    The core path runs every cutting (tests/core/test_scenario_files.py); here one cut run per file keeps the
-    suite's time (each file is a micro-batch of the real engine).
-    """
-    s = load(path)
+@pytest.mark.parametrize("t", RUNS, ids=[t.name for t in RUNS])
+def test_spark_path_gives_the_expected_outcome(spark, t, tmp_path):
+    """The second cutting listed (the three-source file: also one batch); one run per transcript: suite time."""
+    s = t.scenario
     want = expected(s)
-    cuttings = s.cuts[1:2] if path.stem != "three_sources_slowest_governs" else s.cuts[:2]
+    cuttings = s.cuts[1:2] or s.cuts[:1]
+    if t.name == "three_sources_slowest_governs":
+        cuttings = s.cuts[:2]
     for i, cuts in enumerate(cuttings):
         got = run_spark(spark, s, cuts, workdir=tmp_path / f"cut{i}")
         problems = compare(got, want)

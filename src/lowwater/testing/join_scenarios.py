@@ -31,7 +31,8 @@ from lowwater.core.judge import arrival_order, clip_per_source
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.testing.outputs import read_output
 from lowwater.testing.scenario import table
-from lowwater.testing.scenario_files import Scenario, _log, load
+from lowwater.testing.scenario_files import Scenario, _log
+from lowwater.testing.transcripts import load
 
 JOIN_COUNT_KEYS = ("rows", "matched", "unmatched", "too_late", "dead_letter")
 
