@@ -79,3 +79,22 @@ def test_replays_by_default_only_where_arrival_times_decide_the_order():
         parse({"config": cfg, "expected": {}}, "x")
     with pytest.raises(ValueError, match="steps take 1 rows of default, it has 2"):
         parse({"config": cfg, "input": {"default": [{"t": 1}, {"t": 2}]}, "steps": [{"input": {"default": 1}}]}, "x")
+
+
+MODES = [t for t in RUNS if t.name.startswith("mode_")]
+
+
+@pytest.mark.parametrize("t", MODES, ids=[t.name for t in MODES])
+def test_folding_a_windows_emissions_as_its_mode_says_gives_its_rows_value(t):
+    """The fold property (core/panes.py): [0, 10)'s emissions, folded per mode, give its rows 1, 2, 10, 100."""
+    got = run(t.scenario)[0]
+    mode = t.scenario.config["window"]["accumulation"]
+    window = [r for r in got.results if r[:3] == ("a", 0.0, 10.0)]
+    in_order = sorted(window, key=lambda r: (r[4], r[3] != "retraction"))  # by revision, a retraction first
+    if mode == "accumulating":
+        value = in_order[-1][5:7]
+    else:
+        sign = {"discarding": lambda r: 1, "retracting": lambda r: -1 if r[3] == "retraction" else 1}[mode]
+        value = (sum(sign(r) * r[5] for r in in_order), sum(sign(r) * r[6] for r in in_order))
+    assert value == (4, 113.0)
+    assert len(MODES) == 3

@@ -36,6 +36,8 @@ def test_spark_path_gives_the_expected_outcome(spark, t, tmp_path):
         got = run_spark(spark, s, cuts, workdir=tmp_path / f"cut{i}")
         problems = compare(got, want)
         assert not problems, f"cutting {cuts}:\n" + "\n".join(problems)
+        c = got.counts
+        assert c["rows"] == c["on_time"] + c["late_updates"] + c["too_late"] + c["dead_letter"]  # §6
 
 
 def test_adaptive_lateness_trajectory_is_in_the_metrics(spark, tmp_path):

@@ -45,6 +45,7 @@ def check_all_cuts(spark, cfg, rows, cut_sets, drain=True):
     return first
 
 
+# The rows of tests/scenarios/late_updates.yaml, still used by test_whatif.py.
 OUT_OF_ORDER = """
 p  t   key amount
 0  1   a   1      # W(r) = -inf
@@ -54,40 +55,6 @@ p  t   key amount
 0  25  b   1      # W -> 23: [10,20) fires
 0  3   a   100    # W(r) = 23: late by 13s
 """
-
-
-def test_out_of_order_single_partition_no_grace(spark):
-    cfg = base_config(watermark={"max_out_of_orderness": "2s"})
-    o = check_all_cuts(spark, cfg, rows_of(OUT_OF_ORDER), [None, [3], [1, 2, 3, 4, 5]])
-    assert emitted(o, "total") == [
-        ("a", 0, 10, 2, 3.0, "final", 0),
-        ("a", 10, 20, 1, 3.0, "final", 0),
-        ("b", 20, 30, 1, 1.0, "final", 0),  # fired by the drain
-    ]
-    assert late_rows(o) == [("0", 3.0, 0, 10, 23), ("0", 7.0, 0, 10, 11)]
-    s = o.summary
-    assert (s["rows"], s["on_time"], s["late_updates"], s["too_late"], s["dead_letter"]) == (6, 4, 0, 2, 0)
-
-
-def test_out_of_order_with_grace_gives_revisions(spark):
-    cfg = base_config(watermark={"max_out_of_orderness": "2s"}, window={"allowed_lateness": "5s"})
-    o = check_all_cuts(spark, cfg, rows_of(OUT_OF_ORDER), [None, [4], [1, 3, 5]])
-    assert emitted(o, "total") == [
-        ("a", 0, 10, 2, 3.0, "final", 0),
-        ("a", 0, 10, 3, 13.0, "revision", 1),  # t=7 within grace: 10 + 5 > 11
-        ("a", 10, 20, 1, 3.0, "final", 0),
-        ("b", 20, 30, 1, 1.0, "final", 0),
-    ]
-    assert late_rows(o) == [("0", 3.0, 0, 10, 23)]  # 10 + 5 <= 23: too late even with grace
-    assert (o.summary["late_updates"], o.summary["too_late"]) == (1, 1)
-
-
-def test_enough_grace_numbers_revisions_in_arrival_order(spark):
-    cfg = base_config(watermark={"max_out_of_orderness": "2s"}, window={"allowed_lateness": "20s"})
-    o = check_all_cuts(spark, cfg, rows_of(OUT_OF_ORDER), [None, [4], [2, 5]])
-    revs = [e for e in emitted(o, "total") if e[5] == "revision"]
-    assert revs == [("a", 0, 10, 3, 13.0, "revision", 1), ("a", 0, 10, 4, 113.0, "revision", 2)]
-    assert o.summary["too_late"] == 0 and o.late.empty
 
 
 def test_row_exactly_at_window_end_belongs_to_next_window(spark):

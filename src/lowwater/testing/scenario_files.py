@@ -51,6 +51,8 @@ class Observed:
     watermarks: list[int] = field(default_factory=list)  # W(r) per data row in arrival order, µs (core path)
     lateness: dict[str, list[float]] = field(default_factory=dict)  # "source/partition" -> L after each row, s
     emit_latency: list[float] = field(default_factory=list)  # per (key, window) fired before the drain, s
+    # Each too-late (row, window): (source, partition, event_time, window start, end, W(r)), seconds.
+    too_late_windows: list[tuple] | None = None
 
 
 def _plain_copy(value: Any) -> Any:
@@ -82,6 +84,8 @@ def compare(got: Observed, want: Observed) -> list[str]:
         problems.append(f"too-late rows differ:\n  got  {got.too_late}\n  want {want.too_late}")
     if want.dead_letters is not None and got.dead_letters != want.dead_letters:
         problems.append(f"dead letters differ:\n  got  {got.dead_letters}\n  want {want.dead_letters}")
+    if want.too_late_windows is not None and got.too_late_windows != want.too_late_windows:
+        problems.append(f"too-late windows differ:\n  got  {got.too_late_windows}\n  want {want.too_late_windows}")
     for k, v in want.counts.items():
         if got.counts.get(k) != v:
             problems.append(f"{k}: got {got.counts.get(k)}, want {v}")

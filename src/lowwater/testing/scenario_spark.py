@@ -83,12 +83,14 @@ def _observed(spark, s: Scenario, cfg, out: Path, summary: dict) -> Observed:  #
                      int(r["count"]), *aggs))
     by_name = {src.name: src for src in cfg.sources}
     late = _read(spark, out / "late")
-    too_late = []
+    too_late, windows = [], []
     for r in late.to_dict("records"):
         name = r.get("source", cfg.sources[0].name) if cfg.named_sources else "default"
         src = by_name.get(name, cfg.sources[0])
         part = str(r[src.partition]) if src.partition else "0"
         too_late.append((name, part, float(r[src.event_time])))
+        windows.append((name, part, float(r[src.event_time]), _secs(r["window_start"]), _secs(r["window_end"]),
+                        _secs(r["watermark"])))
     dead = _read(spark, out / "dead_letter")
     dead_letters = sorted(
         (str(r.get("source", "default")) if cfg.named_sources else "default", str(r["reason"]))
@@ -99,4 +101,5 @@ def _observed(spark, s: Scenario, cfg, out: Path, summary: dict) -> Observed:  #
         too_late=sorted(too_late),
         counts={k: int(summary.get(k, 0)) for k in (*COUNT_KEYS, "regressions")},
         dead_letters=dead_letters,
+        too_late_windows=sorted(windows),
     )

@@ -105,6 +105,12 @@ class _Panes:
         return out
 
 
+def _who(cfg: PipelineConfig, log, i: int) -> tuple:  # noqa: ANN001
+    """(source, partition, event_time) of log row ``i``, as a too-late row names it."""
+    src = next(x for x in cfg.sources if x.name == log.source[i])
+    return (log.source[i] if cfg.named_sources else "default", log.partition[i], float(log.rows[i][src.event_time]))
+
+
 def _batches_of_steps(s: Scenario, steps_take: list[dict[str, int]], log_source: list[str],
                       log_offset: list[int]) -> np.ndarray:
     """The step number of each valid log row, from how many rows of each source each step takes."""
@@ -148,6 +154,7 @@ def run(s: Scenario, cuts: list[int] | None = None,
     any_marker = any(src.marker for src in cfg.sources)
     results: list[tuple] = []
     too_late: list[tuple] = []
+    too_late_windows: list[tuple] = []
     totals: dict[str, int] = defaultdict(int)
     w_rows: list[int] = []
     event_rows: list[int] = []
@@ -177,10 +184,11 @@ def run(s: Scenario, cuts: list[int] | None = None,
                         panes.admit(win, row)
                     elif j.verdict[p] == Lateness.LATE_UPDATE:
                         out.panes += panes.late(win, row)
+                    else:
+                        too_late_windows.append((*_who(cfg, log, i), win[1] / 1e6, win[2] / 1e6,
+                                                 int(j.watermark_us[k]) / 1e6))
                 if j.row_verdict[k] == Lateness.TOO_LATE:
-                    src = next(x for x in cfg.sources if x.name == log.source[i])
-                    out.too_late.append((log.source[i] if cfg.named_sources else "default", log.partition[i],
-                                         float(row[src.event_time])))
+                    out.too_late.append(_who(cfg, log, i))
             w_rows += [int(w) for w in j.watermark_us]
             event_rows += [int(e) for e in j.event_us]
         out.panes += panes.early()
@@ -203,6 +211,7 @@ def run(s: Scenario, cuts: list[int] | None = None,
         too_late=sorted(too_late),
         counts={**totals, "regressions": tracker.state.regressions_ignored},
         dead_letters=sorted(log.dead),
+        too_late_windows=sorted(too_late_windows),
         watermarks=w_rows,
         lateness=_lateness_trajectory(cfg, *ordered, np.array(log.source, dtype=object)[order]
                                       if cfg.named_sources else None,

@@ -25,8 +25,8 @@ hand::
     expect:                             # the whole run, drained (every part optional)
       results:
         - {key: a, window: [0, 10], kind: final, revision: 0, count: 2, total: 2}
-      too_late:
-        - {source: clicks, partition: 0, event_time: 3}
+      too_late:                         # window and watermark (W(r)) optional: checked when every row has them
+        - {source: clicks, partition: 0, event_time: 3, window: [0, 10], watermark: 9}
       counts: {rows: 3, on_time: 2, late_updates: 0, too_late: 1, dead_letter: 0}
       dead_letters:
         - {source: clicks, reason: missing event_time (event_time)}
@@ -40,7 +40,9 @@ or, for a configuration that must be refused::
 A result row names the key, the window ``[start, end]`` in seconds, the
 ``kind`` (provisional, final, revision, retraction), ``revision``, ``count``
 and each aggregation of ``window.aggregations``. ``too_late`` rows name the
-source (``default`` for an unnamed one), partition and event time.
+source (``default`` for an unnamed one), partition and event time, and may
+name the window the row missed and the ``W(r)`` that judged it (one entry per
+missed window then, as in the late output).
 
 Replays (core only, ``testing/transcript_core.py``): ``recut`` runs the log cut
 into other micro-batches (every result identical, SEMANTICS.md §8);
@@ -115,6 +117,14 @@ def _results(rows: list[dict] | None, aggs: list[str]) -> list[tuple]:
 
 def _too_late(rows: list[dict] | None) -> list[tuple]:
     return sorted((str(r["source"]), str(r["partition"]), float(r["event_time"])) for r in rows or [])
+
+
+def _too_late_windows(rows: list[dict] | None) -> list[tuple] | None:
+    """The too-late rows with their window and ``W(r)``, when every row states them (else not checked)."""
+    if not rows or not all("window" in r and "watermark" in r for r in rows):
+        return None
+    return sorted((str(r["source"]), str(r["partition"]), float(r["event_time"]), float(r["window"][0]),
+                   float(r["window"][1]), float(r["watermark"])) for r in rows)
 
 
 def _step(data: dict[str, Any], aggs: list[str]) -> Step:
@@ -195,4 +205,5 @@ def expected(s: Scenario) -> Observed:
         _too_late(e["too_late"]) if "too_late" in e else None,  # type: ignore[arg-type]
         dict(e.get("counts") or {}),
         dead,
+        too_late_windows=_too_late_windows(e.get("too_late")),
     )
