@@ -14,7 +14,7 @@ import pytest
 
 from lowwater.testing.scenario_files import compare
 from lowwater.testing.scenario_spark import run_spark
-from lowwater.testing.transcripts import expected, load, load_all
+from lowwater.testing.transcripts import expected, load, load_all, step_cuts, step_problems
 
 pytestmark = pytest.mark.spark
 
@@ -26,15 +26,20 @@ RUNS = [t for p in sorted(SCENARIOS.glob("*.yaml")) if p.stem != "adaptive_burst
 
 @pytest.mark.parametrize("t", RUNS, ids=[t.name for t in RUNS])
 def test_spark_path_gives_the_expected_outcome(spark, t, tmp_path):
-    """The second cutting listed (the three-source file: also one batch); one run per transcript: suite time."""
+    """Its steps as files, else the second cutting listed (the three-source file: also one batch).
+
+    One run per transcript keeps the suite's time; the steps' watermarks, panes and too-late rows are
+    checked per micro-batch as in the core.
+    """
     s = t.scenario
     want = expected(s)
-    cuttings = s.cuts[1:2] or s.cuts[:1]
+    steps = step_cuts(t)
+    cuttings = [steps] if steps is not None else s.cuts[1:2] or s.cuts[:1]
     if t.name == "three_sources_slowest_governs":
         cuttings = s.cuts[:2]
     for i, cuts in enumerate(cuttings):
         got = run_spark(spark, s, cuts, workdir=tmp_path / f"cut{i}")
-        problems = compare(got, want)
+        problems = compare(got, want) + (step_problems(t, got.steps) if steps is not None else [])
         assert not problems, f"cutting {cuts}:\n" + "\n".join(problems)
         c = got.counts
         assert c["rows"] == c["on_time"] + c["late_updates"] + c["too_late"] + c["dead_letter"]  # §6

@@ -53,6 +53,8 @@ class Observed:
     emit_latency: list[float] = field(default_factory=list)  # per (key, window) fired before the drain, s
     # Each too-late (row, window): (source, partition, event_time, window start, end, W(r)), seconds.
     too_late_windows: list[tuple] | None = None
+    # Per micro-batch: (W after it in seconds or None while undefined, its result rows, its too-late rows).
+    steps: list[tuple] = field(default_factory=list)
 
 
 def _plain_copy(value: Any) -> Any:

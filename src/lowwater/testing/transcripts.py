@@ -180,6 +180,37 @@ def _check_steps(t: Transcript) -> None:
             raise ValueError(msg)
 
 
+def step_cuts(t: Transcript) -> dict[str, list[int]] | None:
+    """The steps as a per-source cutting (where each new file starts), when one source has rows (else None).
+
+    The Spark path lands micro-batch ``i`` as the ``i``-th file of every source, so the steps map onto
+    files only for one source.
+    """
+    with_rows = [src for src, rows in t.scenario.input.items() if rows]
+    if not t.steps or len(with_rows) != 1:
+        return None
+    src = with_rows[0]
+    bounds = [sum(st.take.get(src, 0) for st in t.steps[: i + 1]) for i in range(len(t.steps) - 1)]
+    if any(st.take.get(src, 0) == 0 for st in t.steps):
+        return None
+    return {src: bounds}
+
+
+def step_problems(t: Transcript, got: list[tuple]) -> list[str]:
+    """Differences between the transcript's steps and ``got``: (W after, result rows, too-late rows) per step."""
+    if len(got) != len(t.steps):
+        return [f"{len(got)} micro-batches ran, the transcript has {len(t.steps)} steps"]
+    problems = []
+    for i, (want, (w, panes, too_late)) in enumerate(zip(t.steps, got, strict=True)):
+        if want.watermark != "unchecked" and w != want.watermark:
+            problems.append(f"step {i}: watermark {w}, want {want.watermark}")
+        if want.panes is not None and panes != want.panes:
+            problems.append(f"step {i}: panes\n  got  {panes}\n  want {want.panes}")
+        if want.too_late is not None and too_late != want.too_late:
+            problems.append(f"step {i}: too-late rows\n  got  {too_late}\n  want {want.too_late}")
+    return problems
+
+
 def load_all(path: str | Path) -> list[Transcript]:
     """Every transcript of a YAML file (documents separated by ``---``)."""
     p = Path(path)
