@@ -64,7 +64,6 @@ from typing import Any
 
 import yaml
 
-from lowwater.testing.scenario import table
 from lowwater.testing.scenario_files import Observed, Scenario, _agg_names, _num
 
 REPLAYS = ("reversed", "shuffled", "recut")
@@ -145,8 +144,7 @@ def parse(data: dict[str, Any], name: str) -> Transcript:
         msg = f"transcript {name}: unknown keys {sorted(unknown)}"
         raise ValueError(msg)
     config = data["config"]
-    # A whitespace table (a string) is the format before transcripts, still read for the join files.
-    inputs = {str(k): table(v) if isinstance(v, str) else list(v or []) for k, v in (data.get("input") or {}).items()}
+    inputs = {str(k): list(v or []) for k, v in (data.get("input") or {}).items()}
     for src in _source_names(config):
         inputs.setdefault(src, [])
     s = Scenario(data.get("name", name), data.get("description", ""), config, inputs, data.get("cuts") or [{}],
