@@ -12,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lowwater.core.windows import TumblingWindows
+from lowwater.demo.compare import max_based_outcome
 from lowwater.testing.scenario_files import emit_latencies
 from lowwater.testing.transcript_core import run_core
-from lowwater.testing.transcripts import load
+from lowwater.testing.transcripts import load, load_all
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
 
@@ -132,3 +134,13 @@ def test_emit_latency_is_max_event_seen_minus_end_when_w_first_reaches_the_end()
     # [0,10) fires after row 2 (max seen 12), [10,20) after row 3 (25), [30,40) never (drain only).
     assert emit_latencies([10 * s, 20 * s, 40 * s], event, w_after) == [2.0, 5.0]
     assert emit_latencies([], event, w_after) == []
+
+
+def test_a_max_based_watermark_drops_the_trailing_partition_the_min_keeps():
+    """watermarks.yaml's trailing partition: on time under the min (its expectations), all dropped under a max."""
+    (t,) = [t for t in load_all(SCENARIOS / "watermarks.yaml") if t.name == "trailing_partition_on_time_under_the_min"]
+    rows = t.scenario.input["default"]
+    assert run_core(t.scenario).counts["too_late"] == 0
+    ev = np.array([int(r["event_time"] * 1e6) for r in rows])
+    spark_like = max_based_outcome(ev, np.arange(len(rows)), 2_000_000, TumblingWindows(10_000_000), 0)
+    assert spark_like.dropped == 5  # every row of p1

@@ -14,8 +14,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lowwater.core.windows import TumblingWindows
-from lowwater.demo.compare import max_based_outcome
 from lowwater.testing.scenario import base_config, run_scenario, table
 
 from .helpers import emitted
@@ -58,35 +56,6 @@ p  t   key amount
 0  25  b   1      # W -> 23: [10,20) fires
 0  3   a   100    # W(r) = 23: late by 13s
 """
-
-
-def test_trailing_partition_is_on_time_under_the_min(spark):
-    """p1 trails p0 by 15s > L: a max-based watermark drops all of p1; lowwater keeps it."""
-    rows = rows_of("""
-    p  t
-    0  20
-    1  5
-    0  22
-    1  7
-    0  24
-    1  9
-    0  26
-    1  12
-    0  28
-    1  14
-    """)
-    # Declared up front (as Kafka partitions are): W is undefined until both reported.
-    cfg = base_config(watermark={"max_out_of_orderness": "2s", "partitions": ["0", "1"]})
-    o = check_all_cuts(spark, cfg, rows, [None, [2, 5, 7]])
-    assert o.summary["too_late"] == 0 and o.summary["on_time"] == 10
-    assert emitted(o) == [
-        ("a", 0, 10, 3, "final", 0),
-        ("a", 10, 20, 2, "final", 0),
-        ("a", 20, 30, 5, "final", 0),
-    ]
-    ev = np.array([int(r["event_time"] * 1e6) for r in rows])
-    spark_like = max_based_outcome(ev, np.arange(len(rows)), 2_000_000, TumblingWindows(10_000_000), 0)
-    assert spark_like.dropped == 5  # every row of p1
 
 
 IDLE = """
