@@ -67,6 +67,8 @@ def test_replays_by_default_only_where_arrival_times_decide_the_order():
     with_arrival = {**cfg, "source": {**cfg["source"], "arrival_time": "a"}}
     assert parse({"config": with_arrival}, "x").replay == ("reversed", "shuffled", "recut")
     assert parse({"config": with_arrival, "order_sensitive": True}, "x").replay == ("recut",)
+    tie = [{"t": 1, "a": 5}, {"t": 2, "a": 5}]  # one arrival time: landing order breaks the tie
+    assert parse({"config": with_arrival, "input": {"default": tie}}, "x").replay == ("recut",)
     with pytest.raises(ValueError, match="unknown keys"):
         parse({"config": cfg, "expected": {}}, "x")
     with pytest.raises(ValueError, match="steps take 1 rows of default, it has 2"):

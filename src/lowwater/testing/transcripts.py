@@ -48,8 +48,9 @@ Replays (core only, ``testing/transcript_core.py``): ``recut`` runs the log cut
 into other micro-batches (every result identical, SEMANTICS.md §8);
 ``reversed`` and ``shuffled`` land each source's rows in another order, which
 changes nothing when arrival times decide the order. The default is all
-three when every source has an ``arrival_time`` and ``order_sensitive`` is
-not set, else ``recut`` only.
+three when every source has an ``arrival_time``, no two rows of a partition
+share one (a tie is broken by landing order) and ``order_sensitive`` is not
+set, else ``recut`` only.
 
 :func:`load_all` reads a file into :class:`Transcript` objects; each carries
 a :class:`~lowwater.testing.scenario_files.Scenario` so both runners (core and
@@ -98,9 +99,21 @@ def _source_names(config: dict[str, Any]) -> list[str]:
     return [s["name"] for s in sources] if isinstance(sources, list) else [sources.get("name", "default")]
 
 
-def _has_arrival(config: dict[str, Any]) -> bool:
+def _order_free(config: dict[str, Any], inputs: dict[str, list[dict]]) -> bool:
+    """Whether arrival times alone decide the order: every source has them, no two rows of a partition tie.
+
+    A tie is broken by the landing order (the offset), which a reversed or shuffled landing changes.
+    """
     sources = config.get("source") or {}
-    return all(s.get("arrival_time") for s in (sources if isinstance(sources, list) else [sources]))
+    sources = sources if isinstance(sources, list) else [sources]
+    if not all(s.get("arrival_time") for s in sources):
+        return False
+    for s in sources:
+        rows = inputs.get(s.get("name", "default"), [])
+        seen = [(r.get(s.get("partition", "")), r.get(s["arrival_time"])) for r in rows]
+        if len(set(seen)) != len(seen):
+            return False
+    return True
 
 
 def result_row(r: dict[str, Any], aggs: list[str]) -> tuple:
@@ -151,7 +164,7 @@ def parse(data: dict[str, Any], name: str) -> Transcript:
                  data.get("expect") or {})
     if "replay" in data:
         replay = tuple(data["replay"] or ())
-    elif data.get("order_sensitive") or not _has_arrival(config):
+    elif data.get("order_sensitive") or not _order_free(config, inputs):
         replay = ("recut",)
     else:
         replay = REPLAYS
