@@ -1,8 +1,8 @@
-"""Every scenario file (tests/scenarios/*.yaml) through the pure core path, and what needs several runs.
+"""What needs several core runs of a scenario transcript (tests/scenarios/*.yaml).
 
-The same files run through the Spark engine in tests/spark/test_scenario_files.py. A file states what
-one run must give; the tests below change the configuration or the rows of a file and compare runs
-(issue 13's acceptance: the slowest source governs, markers against a bound, an adaptive L against
+Each transcript alone runs through the core in tests/core/test_transcripts.py and through the Spark engine
+in tests/spark/test_scenario_files.py. The tests below change the configuration or the rows of a file and
+compare runs (issue 13's acceptance: the slowest source governs, markers against a bound, an adaptive L against
 fixed ones, clipping on and off).
 """
 
@@ -11,22 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-from lowwater.testing.scenario_files import compare, emit_latencies, expected, load, run_core
+from lowwater.core.windows import TumblingWindows
+from lowwater.demo.compare import max_based_outcome
+from lowwater.testing.scenario_files import emit_latencies
+from lowwater.testing.transcript_core import run_core
+from lowwater.testing.transcripts import load, load_all
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
-FILES = sorted(SCENARIOS.glob("*.yaml"))
-
-
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_core_path_gives_the_expected_outcome(path):
-    s = load(path)
-    got = run_core(s)
-    assert not compare(got, expected(s))
-    c = got.counts
-    assert c["rows"] == c["on_time"] + c["late_updates"] + c["too_late"] + c["dead_letter"]  # §6
-    assert got.watermarks == sorted(got.watermarks)  # W(r) never goes back in arrival order (§2)
 
 
 def _bounds(s, **bounds):
@@ -142,3 +134,13 @@ def test_emit_latency_is_max_event_seen_minus_end_when_w_first_reaches_the_end()
     # [0,10) fires after row 2 (max seen 12), [10,20) after row 3 (25), [30,40) never (drain only).
     assert emit_latencies([10 * s, 20 * s, 40 * s], event, w_after) == [2.0, 5.0]
     assert emit_latencies([], event, w_after) == []
+
+
+def test_a_max_based_watermark_drops_the_trailing_partition_the_min_keeps():
+    """watermarks.yaml's trailing partition: on time under the min (its expectations), all dropped under a max."""
+    (t,) = [t for t in load_all(SCENARIOS / "watermarks.yaml") if t.name == "trailing_partition_on_time_under_the_min"]
+    rows = t.scenario.input["default"]
+    assert run_core(t.scenario).counts["too_late"] == 0
+    ev = np.array([int(r["event_time"] * 1e6) for r in rows])
+    spark_like = max_based_outcome(ev, np.arange(len(rows)), 2_000_000, TumblingWindows(10_000_000), 0)
+    assert spark_like.dropped == 5  # every row of p1

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lowwater.testing.scenario_files import Observed, Scenario, run_core
+from lowwater.testing.scenario_files import Observed, Scenario
 from lowwater.testing.scenario_spark import run_spark
+from lowwater.testing.transcript_core import run_core
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -1,8 +1,9 @@
-"""Every scenario file (tests/scenarios/*.yaml) through the Spark engine, cut into files independently per source.
+"""Every scenario transcript (tests/scenarios/*.yaml) through the Spark engine, cut into files independently per source.
 
-The core path runs the same files in tests/core/test_scenario_files.py; here
-each cutting (sources cut independently into files) must give the scenario's
-expected results, too-late rows and counts (SEMANTICS.md §8).
+The core path runs the same transcripts in tests/core/test_transcripts.py (with their steps and their
+reversed, shuffled and re-cut replays); here each runs once, with the second cutting it lists (sources cut
+independently: the engine's arrival frontier must hold rows back), and must give the transcript's expected
+results, too-late rows and counts -- the same the core gives, so the two paths are compared (SEMANTICS.md §8).
 """
 
 from __future__ import annotations
@@ -11,30 +12,37 @@ from pathlib import Path
 
 import pytest
 
-from lowwater.testing.scenario_files import compare, expected, load
+from lowwater.testing.scenario_files import compare
 from lowwater.testing.scenario_spark import run_spark
+from lowwater.testing.transcripts import expected, load, load_all, step_cuts, step_problems
 
 pytestmark = pytest.mark.spark
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
 # adaptive_burst runs through Spark in test_adaptive_lateness_trajectory_is_in_the_metrics (one run, both checks).
-FILES = sorted(p for p in SCENARIOS.glob("*.yaml") if p.stem != "adaptive_burst")
+RUNS = [t for p in sorted(SCENARIOS.glob("*.yaml")) if p.stem != "adaptive_burst" for t in load_all(p)
+        if t.error is None]
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_spark_path_gives_the_expected_outcome(spark, path, tmp_path):
-    """The second cutting listed (sources cut independently; the three-source file: also one batch).
+@pytest.mark.parametrize("t", RUNS, ids=[t.name for t in RUNS])
+def test_spark_path_gives_the_expected_outcome(spark, t, tmp_path):
+    """Its steps as files, else the second cutting listed (the three-source file: also one batch).
 
-    The core path runs every cutting (tests/core/test_scenario_files.py); here one cut run per file keeps the
-    suite's time (each file is a micro-batch of the real engine).
+    One run per transcript keeps the suite's time; the steps' watermarks, panes and too-late rows are
+    checked per micro-batch as in the core.
     """
-    s = load(path)
+    s = t.scenario
     want = expected(s)
-    cuttings = s.cuts[1:2] if path.stem != "three_sources_slowest_governs" else s.cuts[:2]
+    steps = step_cuts(t)
+    cuttings = [steps] if steps is not None else s.cuts[1:2] or s.cuts[:1]
+    if t.name == "three_sources_slowest_governs":
+        cuttings = s.cuts[:2]
     for i, cuts in enumerate(cuttings):
         got = run_spark(spark, s, cuts, workdir=tmp_path / f"cut{i}")
-        problems = compare(got, want)
+        problems = compare(got, want) + (step_problems(t, got.steps) if steps is not None else [])
         assert not problems, f"cutting {cuts}:\n" + "\n".join(problems)
+        c = got.counts
+        assert c["rows"] == c["on_time"] + c["late_updates"] + c["too_late"] + c["dead_letter"]  # §6
 
 
 def test_adaptive_lateness_trajectory_is_in_the_metrics(spark, tmp_path):

@@ -1,5 +1,8 @@
 """Scenario tables through the real engine: rows in arrival order -> expected emissions.
 
+What fits a transcript has moved to tests/scenarios/*.yaml (run by tests/core/test_transcripts.py and
+tests/spark/test_scenario_files.py); what stays here needs the engine's own outputs or a second run.
+
 Each scenario is run as one micro-batch and as several cuts; the emissions,
 late rows and counts must be the same (SEMANTICS.md §8), and the accounting
 identity must hold (§6). Times are seconds; windows are [start, end).
@@ -11,11 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lowwater.core.windows import TumblingWindows
-from lowwater.demo.compare import max_based_outcome
 from lowwater.testing.scenario import base_config, run_scenario, table
 
-from .helpers import emitted, late_rows
+from .helpers import emitted
 
 pytestmark = pytest.mark.spark
 
@@ -45,6 +46,7 @@ def check_all_cuts(spark, cfg, rows, cut_sets, drain=True):
     return first
 
 
+# The rows of tests/scenarios/late_updates.yaml, still used by test_whatif.py.
 OUT_OF_ORDER = """
 p  t   key amount
 0  1   a   1      # W(r) = -inf
@@ -54,100 +56,6 @@ p  t   key amount
 0  25  b   1      # W -> 23: [10,20) fires
 0  3   a   100    # W(r) = 23: late by 13s
 """
-
-
-def test_out_of_order_single_partition_no_grace(spark):
-    cfg = base_config(watermark={"max_out_of_orderness": "2s"})
-    o = check_all_cuts(spark, cfg, rows_of(OUT_OF_ORDER), [None, [3], [1, 2, 3, 4, 5]])
-    assert emitted(o, "total") == [
-        ("a", 0, 10, 2, 3.0, "final", 0),
-        ("a", 10, 20, 1, 3.0, "final", 0),
-        ("b", 20, 30, 1, 1.0, "final", 0),  # fired by the drain
-    ]
-    assert late_rows(o) == [("0", 3.0, 0, 10, 23), ("0", 7.0, 0, 10, 11)]
-    s = o.summary
-    assert (s["rows"], s["on_time"], s["late_updates"], s["too_late"], s["dead_letter"]) == (6, 4, 0, 2, 0)
-
-
-def test_out_of_order_with_grace_gives_revisions(spark):
-    cfg = base_config(watermark={"max_out_of_orderness": "2s"}, window={"allowed_lateness": "5s"})
-    o = check_all_cuts(spark, cfg, rows_of(OUT_OF_ORDER), [None, [4], [1, 3, 5]])
-    assert emitted(o, "total") == [
-        ("a", 0, 10, 2, 3.0, "final", 0),
-        ("a", 0, 10, 3, 13.0, "revision", 1),  # t=7 within grace: 10 + 5 > 11
-        ("a", 10, 20, 1, 3.0, "final", 0),
-        ("b", 20, 30, 1, 1.0, "final", 0),
-    ]
-    assert late_rows(o) == [("0", 3.0, 0, 10, 23)]  # 10 + 5 <= 23: too late even with grace
-    assert (o.summary["late_updates"], o.summary["too_late"]) == (1, 1)
-
-
-def test_enough_grace_numbers_revisions_in_arrival_order(spark):
-    cfg = base_config(watermark={"max_out_of_orderness": "2s"}, window={"allowed_lateness": "20s"})
-    o = check_all_cuts(spark, cfg, rows_of(OUT_OF_ORDER), [None, [4], [2, 5]])
-    revs = [e for e in emitted(o, "total") if e[5] == "revision"]
-    assert revs == [("a", 0, 10, 3, 13.0, "revision", 1), ("a", 0, 10, 4, 113.0, "revision", 2)]
-    assert o.summary["too_late"] == 0 and o.late.empty
-
-
-def test_row_exactly_at_window_end_belongs_to_next_window(spark):
-    rows = rows_of("""
-    p  t   amount
-    0  5   1
-    0  10  2      # [10, 20), not [0, 10); W -> 10 fires [0,10)
-    0  9   4      # W(r) = 10 = end(w): late, and with G = 0 too late
-    """)
-    o = check_all_cuts(spark, base_config(), rows, [None, [1, 2]])
-    assert emitted(o, "total") == [("a", 0, 10, 1, 1.0, "final", 0), ("a", 10, 20, 1, 2.0, "final", 0)]
-    assert late_rows(o) == [("0", 9.0, 0, 10, 10)]
-
-
-def test_hopping_windows_judge_each_window(spark):
-    cfg = base_config(window={"type": "hopping", "size": "10s", "slide": "5s"})
-    rows = rows_of("""
-    p  t   amount
-    0  7   1      # [0,10) and [5,15)
-    0  12  2      # [5,15) and [10,20); W -> 12 fires [0,10)
-    0  6   4      # [0,10) too late (10 <= 12), [5,15) on time (15 > 12)
-    """)
-    o = check_all_cuts(spark, cfg, rows, [None, [1], [1, 2]])
-    assert emitted(o, "total") == [
-        ("a", 0, 10, 1, 1.0, "final", 0),
-        ("a", 5, 15, 3, 7.0, "final", 0),
-        ("a", 10, 20, 1, 2.0, "final", 0),
-    ]
-    assert late_rows(o) == [("0", 6.0, 0, 10, 12)]
-    # Row-level accounting counts the worst verdict: the row lost a window.
-    assert (o.summary["on_time"], o.summary["too_late"]) == (2, 1)
-
-
-def test_trailing_partition_is_on_time_under_the_min(spark):
-    """p1 trails p0 by 15s > L: a max-based watermark drops all of p1; lowwater keeps it."""
-    rows = rows_of("""
-    p  t
-    0  20
-    1  5
-    0  22
-    1  7
-    0  24
-    1  9
-    0  26
-    1  12
-    0  28
-    1  14
-    """)
-    # Declared up front (as Kafka partitions are): W is undefined until both reported.
-    cfg = base_config(watermark={"max_out_of_orderness": "2s", "partitions": ["0", "1"]})
-    o = check_all_cuts(spark, cfg, rows, [None, [2, 5, 7]])
-    assert o.summary["too_late"] == 0 and o.summary["on_time"] == 10
-    assert emitted(o) == [
-        ("a", 0, 10, 3, "final", 0),
-        ("a", 10, 20, 2, "final", 0),
-        ("a", 20, 30, 5, "final", 0),
-    ]
-    ev = np.array([int(r["event_time"] * 1e6) for r in rows])
-    spark_like = max_based_outcome(ev, np.arange(len(rows)), 2_000_000, TumblingWindows(10_000_000), 0)
-    assert spark_like.dropped == 5  # every row of p1
 
 
 IDLE = """
@@ -174,41 +82,6 @@ def test_idle_partition_stalls_the_watermark_without_timeout(spark):
     drained = check_all_cuts(spark, cfg, rows, [None, [3, 6]])
     assert [e[1:4] for e in emitted(drained)] == [(0, 10, 4), (10, 20, 1), (20, 30, 1), (30, 40, 1), (40, 50, 1)]
     assert drained.summary["too_late"] == 0
-
-
-def test_idle_partition_is_excluded_after_timeout_and_late_after_rejoin(spark):
-    cfg = base_config(source={"arrival_time": "arrival_time"}, watermark={"idle_timeout": "10s"})
-    o = check_all_cuts(spark, cfg, rows_of(IDLE, key="k"), [None, [3, 6], [1, 4, 5, 7]])
-    assert [e[1:4] for e in emitted(o)] == [(0, 10, 3), (10, 20, 1), (20, 30, 1), (30, 40, 1), (40, 50, 1)]
-    assert late_rows(o) == [("1", 8.0, 0, 10, 31)]
-    assert (o.summary["on_time"], o.summary["too_late"]) == (7, 1)
-
-
-def test_undeclared_partition_is_judged_by_the_partitions_already_seen(spark):
-    """Without declared partitions, a partition discovered late joins the min, but W never regresses."""
-    rows = rows_of("""
-    p  t
-    0  20     # only p0 known: W -> 18
-    1  5      # p1 discovered behind W: too late
-    1  19     # p1 now holds W: min(18, 17) -> W stays 18, no regression
-    """)
-    o = run_scenario(spark, base_config(watermark={"max_out_of_orderness": "2s"}), rows, drain=False)
-    assert late_rows(o) == [("1", 5.0, 0, 10, 18)]
-    assert o.summary["final_watermark_us"] == 18_000_000
-
-
-def test_declared_partitions_hold_the_watermark_until_all_reported(spark):
-    cfg = base_config(watermark={"partitions": ["0", "1"]})
-    rows = rows_of("""
-    p  t
-    0  1
-    0  50     # p1 has not reported: W undefined, nothing fires
-    1  49     # now W = min(50, 49) = 49: [0,10) fires
-    """)
-    o = run_scenario(spark, cfg, rows, cuts=[2], drain=False)
-    assert o.reports[0].windows_fired == 0 and o.reports[0].watermark_us < 0
-    assert emitted(o) == [("a", 0, 10, 1, "final", 0)]
-    assert o.summary["final_watermark_us"] == 49_000_000
 
 
 def test_drain_fires_everything_and_is_idempotent(spark):
@@ -251,19 +124,6 @@ def test_bad_rows_go_to_dead_letter_and_the_run_goes_on(spark):
     assert any(r.startswith("missing partition") for r in reasons)
     assert o.summary["dead_letter"] == 5 and o.summary["rows"] == 7 and o.summary["balanced"]
     assert "this is not json" in set(o.dead_letter["raw"])
-
-
-def test_clock_skew_is_clipped_so_one_device_cannot_drag_the_watermark(spark):
-    cfg = base_config(source={"arrival_time": "arrival_time"}, watermark={"max_future_skew": "5s"})
-    rows = rows_of("""
-    p  t     a
-    0  1     1
-    0  9999  2    # wrong clock: clamped to its arrival, 2
-    0  3     3    # still on time
-    """)
-    o = run_scenario(spark, cfg, rows, drain=False)
-    assert o.summary["clipped"] == 1 and o.summary["too_late"] == 0
-    assert o.summary["final_watermark_us"] == 3_000_000
 
 
 def test_drop_policy_counts_but_writes_no_late_rows(spark):

@@ -16,12 +16,26 @@ from lowwater.testing.outputs import read_output
 from lowwater.testing.scenario import base_config, run_scenario
 
 from .helpers import emitted, late_rows
-from .test_accumulation import fold
 from .test_determinism import random_logs
 
 pytestmark = pytest.mark.spark
 
 COUNTS = ("rows", "on_time", "late_updates", "too_late", "dead_letter", "windows_fired", "revisions")
+
+
+def fold(rows: list[tuple], mode: str) -> tuple[int, float]:
+    """(count, total) of a window from its emissions, in emission order (revision, retractions first)."""
+    order = sorted(rows, key=lambda e: (e[-1], e[-2] != "retraction"))
+    if mode == "accumulating":
+        last = order[-1]
+        return last[3], last[4]
+    if mode == "discarding":
+        return sum(e[3] for e in order), sum(e[4] for e in order)
+    n = t = 0
+    for e in order:  # retracting: add values, subtract retractions
+        sign = -1 if e[-2] == "retraction" else 1
+        n, t = n + sign * e[3], t + sign * e[4]
+    return n, t
 
 
 def session_config(gap="10s", grace="0s", bound="0s", mode="accumulating", **window) -> dict:

@@ -20,8 +20,9 @@ import pytest
 
 from lowwater.config import parse_config
 from lowwater.spark.engine import Engine
-from lowwater.testing.scenario_files import _plain_copy, compare, expected, load
+from lowwater.testing.scenario_files import _plain_copy, compare
 from lowwater.testing.scenario_spark import _chunks, _observed
+from lowwater.testing.transcripts import expected, load
 
 pytestmark = pytest.mark.spark
 

@@ -24,8 +24,9 @@ import pytest
 from lowwater.advisor.compare import compared_strategies
 from lowwater.advisor.whatif import SweepSpec, run_whatif, source_strategies
 from lowwater.core.accounting import Accounting
-from lowwater.testing.scenario_files import Observed, Scenario, load
+from lowwater.testing.scenario_files import Observed, Scenario
 from lowwater.testing.scenario_spark import run_spark
+from lowwater.testing.transcripts import load
 
 from .helpers import run_cli_here
 

@@ -1,16 +1,14 @@
 """Interval-join scenarios as data (``tests/scenarios/join/*.yaml``), run through the core and through Spark.
 
-A join scenario is a scenario file (``testing/scenario_files.py``) whose
+A join scenario is a transcript (``testing/transcripts.py``) whose
 configuration has a ``join`` table instead of a ``window``; its ``expect``
 names what the join must emit::
 
     expect:
-      joined: |             # key, both event times (s); "-" for the missing right side of left_outer
-        key left_event_time right_event_time
-        u1  10              25
-      too_late: |           # rows too late for the join
-        source event_time
-        orders 3
+      joined:               # key, both event times (s); null for the missing right side of left_outer
+        - {key: u1, left_event_time: 10, right_event_time: 25}
+      too_late:             # rows too late for the join
+        - {source: orders, event_time: 3}
       counts: {left: {matched: 2, unmatched: 1, too_late: 0}, right: {...}}
 
 :func:`run_core` replays the log in arrival order through the tracker (``W(r)``
@@ -30,8 +28,8 @@ from lowwater.core.join import IntervalJoin, JoinRow, Side, run_batch
 from lowwater.core.judge import arrival_order, clip_per_source
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.testing.outputs import read_output
-from lowwater.testing.scenario import table
-from lowwater.testing.scenario_files import Scenario, _log, load
+from lowwater.testing.scenario_files import Scenario, _log
+from lowwater.testing.transcripts import load
 
 JOIN_COUNT_KEYS = ("rows", "matched", "unmatched", "too_late", "dead_letter")
 
@@ -58,10 +56,8 @@ def expected(s: Scenario) -> JoinObserved:
         return None if v is None else float(v)  # type: ignore[arg-type]
 
     joined = sorted(((str(r["key"]), secs(r["left_event_time"]), secs(r["right_event_time"]))
-                     for r in table(e["joined"])), key=_sort_key) if "joined" in e else []
-    late = []
-    if len(str(e.get("too_late", "")).strip().splitlines()) > 1:
-        late = sorted((str(r["source"]), float(r["event_time"])) for r in table(e["too_late"]))
+                     for r in e.get("joined") or []), key=_sort_key)
+    late = sorted((str(r["source"]), float(r["event_time"])) for r in e.get("too_late") or [])
     return JoinObserved(joined, late, {k: dict(v) for k, v in (e.get("counts") or {}).items()})
 
 
