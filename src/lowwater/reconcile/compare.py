@@ -3,15 +3,22 @@
 Each window gets its differences and its status: ``open`` (not fired: ``end > W`` of the
 stream's last step; in flight as a whole), ``unexplained`` (a fired window
 whose stream value is not the expected one), else ``explained``.
+
+An aggregate that cannot be compared is named in the window's ``not_compared``
+(:func:`uncomparable`): a discarding average (a delta's average has no fold),
+and a session's average over several heads with a null among its rows
+(``sessions.fold``: the heads' averages are weighted by rows).
 """
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
-from lowwater.core.reconcile import CAUSES, REL_TOLERANCE, rule
+from lowwater.core.reconcile import CAUSES, LATEST, REL_TOLERANCE, rule
 from lowwater.reconcile.position import StreamPosition
 from lowwater.reconcile.stream import output_funcs
 from lowwater.spark.sqltext import cast, q
@@ -19,7 +26,14 @@ from lowwater.spark.sqltext import cast, q
 COUNTS = ("count",)
 
 
-def _same(a: str, b: str, dt: T.DataType, scale: str | None = None) -> str:
+def uncomparable(cfg: PipelineConfig) -> list[str]:
+    """The output columns that some window may leave uncompared (named in its ``not_compared``)."""
+    mode, session = cfg.window.accumulation, cfg.window.is_session
+    return [col for col, func in output_funcs(cfg).items()
+            if rule(mode, func) is None or (session and func == "avg" and rule(mode, func) == LATEST)]
+
+
+def _same(a: str, b: str, dt: T.DataType, scale: str | None = None, merged: str | None = None) -> str:
     """Equal; doubles to a relative ``REL_TOLERANCE`` of the largest of 1, ``|a|``, ``|b|`` and ``scale``.
 
     ``scale``: the window's ``sum(|v|)`` for a sum (per row for an average),
@@ -31,13 +45,17 @@ def _same(a: str, b: str, dt: T.DataType, scale: str | None = None) -> str:
         big = ", ".join(["1.0D", f"abs({a})", f"abs({b})", *([f"coalesce({scale}, 0.0D)"] if scale else [])])
         close = f"abs({a} - {b}) <= CAST({REL_TOLERANCE!r} AS DOUBLE) * greatest({big})"
         return f"(({a} <=> {b}) OR coalesce({close}, false))"
+    if merged and isinstance(dt, T.DecimalType):  # each head's average was rounded to the last digit
+        unit = cast(f"'{Decimal(1).scaleb(-dt.scale):f}'", dt)
+        return f"(({a} <=> {b}) OR coalesce({merged} AND abs({a} - {b}) <= {unit}, false))"
     return f"({a} <=> {b})"
 
 
 def side_by_side(cfg: PipelineConfig, out: DataFrame, position: StreamPosition) -> DataFrame:
     """Each window's batch, expected and stream values (``attribution.per_window``): differences and status."""
     differs, wrong = ["false"], ["false"]
-    cols = []
+    cols, skipped = [], []
+    maybe = uncomparable(cfg)
     for col, func in output_funcs(cfg).items():
         dt = out.schema[f"t_{col}"].dataType
         t, e, st = q(f"t_{col}"), q(f"e_{col}"), q(f"s_{col}")
@@ -49,24 +67,35 @@ def side_by_side(cfg: PipelineConfig, out: DataFrame, position: StreamPosition) 
             scale = q(f"m_{col}")
             if func == "avg":
                 scale = f"({scale} / greatest(1, t_count))"
+        merged = skip = None
+        if col in maybe and rule(cfg.window.accumulation, func) is not None:  # a session's avg of several heads
+            merged = "coalesce(_heads, 0) > 1"
+            skip = f"({merged} AND coalesce({q(f'_nulls_{col}')}, false))"
+            st = f"CASE WHEN {skip} THEN {cast('NULL', dt)} ELSE {st} END"
+            skipped.append((col, skip))
         cols += [f"{t} AS {q(f'batch_{col}')}", f"{st} AS {q(f'stream_{col}')}"]
         if rule(cfg.window.accumulation, func) is None:  # not folded (a discarding avg): shown, not compared
             cols += [f"{cast('NULL', dt)} AS {q(f'diff_{col}')}", f"{cast('NULL', dt)} AS {q(f'unexplained_{col}')}"]
+            skipped.append((col, "true"))
             continue
-        differs.append(f"NOT {_same(t, st, dt, scale)}")
-        wrong.append(f"NOT {_same(e, st, dt, scale)}")
+        guard = f"NOT {skip} AND " if skip else ""
+        differs.append(f"({guard}NOT {_same(t, st, dt, scale, merged)})")
+        wrong.append(f"({guard}NOT {_same(e, st, dt, scale, merged)})")
         if func in ("count", "sum", "avg", "min", "max"):
             zero = cast("0", dt)
-            cols += [f"coalesce({t}, {zero}) - coalesce({st}, {zero}) AS {q(f'diff_{col}')}",
-                     f"CASE WHEN NOT {_same(e, st, dt, scale)} THEN coalesce({e}, {zero}) - coalesce({st}, {zero}) "
-                     f"END AS {q(f'unexplained_{col}')}"]
+            diff = f"coalesce({t}, {zero}) - coalesce({st}, {zero})"
+            cols += [f"{f'CASE WHEN {skip} THEN NULL ELSE {diff} END' if skip else diff} AS {q(f'diff_{col}')}",
+                     f"CASE WHEN {guard}NOT {_same(e, st, dt, scale, merged)} THEN coalesce({e}, {zero}) - "
+                     f"coalesce({st}, {zero}) END AS {q(f'unexplained_{col}')}"]
     is_open = position.open_window()
     differs_, wrong_ = " OR ".join(differs), " OR ".join(wrong)
     status = f"CASE WHEN {is_open} THEN 'open' WHEN {wrong_} THEN 'unexplained' ELSE 'explained' END"
     cause_cols = [c for c in out.columns if c.startswith(CAUSES)]
+    names = ", ".join(f"CASE WHEN {cond} THEN '{col}' END" for col, cond in skipped)
+    not_compared = f"nullif(concat_ws(',', {names}), '')" if skipped else "CAST(NULL AS STRING)"
     return out.selectExpr(
         *[q(k) for k in cfg.window.key], "timestamp_micros(_ws) AS window_start", "timestamp_micros(_we) AS window_end",
-        "_ws", "_we", f"{status} AS status", *cols,
+        "_ws", "_we", f"{status} AS status", *cols, f"{not_compared} AS not_compared",
         *[f"coalesce({q(c)}, {cast('0', out.schema[c].dataType)}) AS {q(c)}" for c in cause_cols],
         # The revision of the window's last emission (-1: none), which a correction continues; whether the
         # batch truth differs from it (a correction changes the window). Both are reconcile/ columns.

@@ -13,13 +13,16 @@ session holds rows closer than ``gap``, and the batch has every one of those
 rows (plus more). An emission is mapped to the batch session of the row at
 its ``window_start`` (a session starts at its first row). Inside a batch
 session the stream may have emitted several intervals: components merged
-later (the merged interval contains them) and, rarely, sessions split by
-freeing (disjoint rows). So the fold has two levels: per emitted interval by
-the mode's rule, then over the intervals of the batch session -- ``add`` and
-``signed`` columns over every interval (deltas, retractions), ``latest``
-columns over the *maximal* intervals only (not contained in another emitted
-one): their counts and sums add, mins and maxes fold, an ``avg`` is read
-only when one maximal interval is left (else null: it cannot be merged).
+later, sessions split by freeing, sessions a too-late or unread row would
+have bridged. The fold is ``core/reconcile.fold_session``'s: per emitted
+interval by the mode's rule, then over the intervals of the batch session --
+``add`` and ``signed`` columns over every interval (deltas, retractions),
+``latest`` columns over the *heads* (``core/reconcile.heads``: retracting,
+an interval with an emission not retracted; else one not contained in an
+emitted interval of a later revision): their counts and sums add, mins and
+maxes fold, averages merge weighted by the heads' counts (``_heads`` says how
+many: ``compare.py`` leaves a merged average out when a row of its column is
+null, and compares a merged decimal average to one unit of its last digit).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.reconcile import ADD, LATEST, MAX, MIN, SIGNED, rule
 from lowwater.reconcile import stream
 from lowwater.reconcile.log import TRUTH
+from lowwater.spark.sqltext import expr
 
 
 def pairs(cfg: PipelineConfig, rows: DataFrame) -> DataFrame:
@@ -67,7 +71,8 @@ def _null_safe(keys: list[str], left: str, right: str) -> Column:
 
 
 def fold(cfg: PipelineConfig, emitted: DataFrame, session_pairs: DataFrame) -> DataFrame:
-    """The stream value per batch session, with ``window_start``/``window_end`` the batch session's bounds."""
+    """The stream value per batch session, with ``window_start``/``window_end`` the batch session's bounds and
+    ``_heads`` the number of its heads."""
     keys = list(cfg.window.key)
     starts = session_pairs.select(*[F.col(k).alias(f"_b_{k}") for k in keys], F.col("_clip_us").alias("_bt"),
                                   F.col("_ws").alias("_bws"), F.col("_we").alias("_bwe")).distinct()
@@ -78,14 +83,28 @@ def fold(cfg: PipelineConfig, emitted: DataFrame, session_pairs: DataFrame) -> D
         F.coalesce(F.col("_bws"), F.unix_micros("window_start")).alias("_bws"),
         F.coalesce(F.col("_bwe"), F.unix_micros("window_end")).alias("_bwe"),
         *[c for c in emitted.columns if c not in keys])
-    per_interval = stream.fold(cfg, mapped, [*keys, "_bws", "_bwe", "window_start", "window_end"])
-    inside = Window.partitionBy(*keys, "_bws").orderBy(F.col("window_start"), F.col("window_end").desc())
-    before = F.max("window_end").over(inside.rowsBetween(Window.unboundedPreceding, -1))
-    flagged = per_interval.withColumn("_max", before.isNull() | (F.col("window_end") > before))
-    top = F.col("_max")
-    aggs = [F.max("_last_rev").alias("_last_rev"), F.max("_corr_step").alias("_corr_step")]
+    group = [*keys, "_bws", "_bwe", "window_start", "window_end"]
+    per_interval = mapped.groupBy(*group).agg(*stream.fold_aggs(cfg, mapped.schema), *[expr(a) for a in (
+        # emissions not retracted (retracting: > 0 for a head), and the revision the latest stands for
+        "sum(CASE WHEN kind = 'retraction' THEN -1 ELSE 1 END) AS _net",
+        "max(CASE WHEN kind = 'retraction' THEN NULL WHEN kind = 'provisional' THEN revision - 1 "
+        "ELSE revision END) AS _erev")])
+    mode = cfg.window.accumulation
+    if mode == "retracting":
+        head = "_net > 0"
+    else:  # not contained in an interval of the same batch session with a later revision (few per session)
+        head = ("NOT exists(_before, i -> i._we >= unix_micros(window_end) AND coalesce(i._erev, -2) > "
+                "coalesce(_erev, -2))")
+        inside = Window.partitionBy(*keys, "_bws").orderBy(F.col("window_start"), F.col("window_end").desc())
+        before = F.collect_list(F.struct(F.unix_micros("window_end").alias("_we"), F.col("_erev"))).over(
+            inside.rowsBetween(Window.unboundedPreceding, -1))
+        per_interval = per_interval.withColumn("_before", before)
+    flagged = per_interval.withColumn("_head", expr(head))
+    top = F.col("_head")
+    aggs = [F.max("_last_rev").alias("_last_rev"), F.max("_corr_step").alias("_corr_step"),
+            F.sum(top.cast("int")).alias("_heads")]
     for col, func in stream.output_funcs(cfg).items():
-        r, s = rule(cfg.window.accumulation, func), F.col(f"s_{col}")
+        r, s = rule(mode, func), F.col(f"s_{col}")
         if r in (ADD, SIGNED):
             agg = F.sum(s)
         elif r == MIN or (r == LATEST and func == "min"):
@@ -94,11 +113,14 @@ def fold(cfg: PipelineConfig, emitted: DataFrame, session_pairs: DataFrame) -> D
             agg = F.max(F.when(top, s) if r == LATEST else s)
         elif r == LATEST and func in ("count", "sum"):
             agg = F.sum(F.when(top, s))
-        elif r == LATEST:  # avg: only from a single maximal interval
-            agg = F.when(F.sum(top.cast("int")) == 1, F.max(F.when(top, s)))
+        elif r == LATEST:  # avg: one head's, or the heads' weighted by their counts (core: fold_session)
+            n = F.when(top & s.isNotNull(), F.col("s_count"))
+            d = s.cast("double")  # a decimal's too: Spark's decimal products and quotients give up its scale
+            agg = F.when(F.sum(top.cast("int")) == 1, F.max(F.when(top, s))).otherwise(
+                F.sum(F.when(top, d * F.col("s_count"))) / F.sum(n))
         else:
             agg = F.lit(None)
         aggs.append(agg.cast(per_interval.schema[f"s_{col}"].dataType).alias(f"s_{col}"))
     return flagged.groupBy(*keys, "_bws", "_bwe").agg(*aggs).select(
         *keys, F.timestamp_micros("_bws").alias("window_start"), F.timestamp_micros("_bwe").alias("window_end"),
-        *[c for c in ["_last_rev", "_corr_step", *[f"s_{c}" for c in stream.output_funcs(cfg)]]])
+        *[c for c in ["_last_rev", "_corr_step", "_heads", *[f"s_{c}" for c in stream.output_funcs(cfg)]]])
