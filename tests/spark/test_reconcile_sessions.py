@@ -96,3 +96,30 @@ def _tamper(cfg: Path, key: str) -> None:
                 crc.unlink()
             return
     raise AssertionError(f"no emission of {key}")
+
+
+def test_a_merged_average_is_compared_to_its_last_digit_or_named_as_not_compared(spark):
+    """Several heads: a decimal average within one unit of its last digit is explained, two units are not; with a
+    null among the rows it is not compared (stream value null, named in ``not_compared``)."""
+    from pyspark.sql import functions as F
+
+    from lowwater.config import parse_config
+    from lowwater.reconcile.compare import side_by_side
+    from lowwater.reconcile.position import StreamPosition
+
+    cfg = parse_config({"source": {"format": "jsonl", "path": "x", "event_time": "t"},
+                        "window": {"type": "session", "gap": "5s", "key": ["k"], "aggregations": {"m": "avg(v)"}},
+                        "output": {"path": "out"}})
+    # (window start, expected avg, stream avg, heads, a null among the rows)
+    rows = [(0, "3.333333", "3.333334", 2, False), (10, "3.333333", "3.333335", 2, False),
+            (20, "3.333333", "3.333334", 1, False), (30, "3.333333", "9.000000", 2, True)]
+    counts = [F.lit(3).cast("long").alias(c) for c in ("t_count", "e_count", "s_count")]
+    avgs = [F.col(c).cast("decimal(14,6)").alias(n) for c, n in (("e", "t_m"), ("e", "e_m"), ("s", "s_m"))]
+    out = spark.createDataFrame(rows, "_ws long, e string, s string, _heads long, _nulls_m boolean").select(
+        F.lit("a").alias("k"), "_ws", (F.col("_ws") + 5_000_000).alias("_we"), *counts, *avgs, "_heads",
+        "_nulls_m", F.lit(0).alias("_last_rev"), F.lit(0).alias("_dead_n"), F.lit(0).alias("_clipped_n"))
+    position = StreamPosition(step=1, watermark_us=10**12, read_files=(), landed_files=0, drained=True)
+    got = {r["_ws"]: (r["status"], r["not_compared"], r["stream_m"] is None)
+           for r in side_by_side(cfg, out, position).collect()}
+    assert got == {0: ("explained", None, False), 10: ("unexplained", None, False),
+                   20: ("unexplained", None, False), 30: ("explained", "m", True)}
