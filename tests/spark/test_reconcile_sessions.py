@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -76,6 +77,12 @@ def test_merged_and_bridged_sessions_are_explained_and_a_tampered_row_is_not(spa
     else:  # named in every window
         assert s["not_compared"] == {"mean": s["windows_checked"]} and b["not_compared"] == "mean", s
     assert "a" not in frame  # the merged session is the batch's: nothing differs
+    res = pq.read_table(cfg.parent / "out" / "results").to_pandas()
+    a = res[res["key"] == "a"]
+    # [1, 15): the merge of [1, 8) and [10, 15), a revision of both finals
+    merged = a[pd.to_datetime(a["window_end"], utc=True) == pd.Timestamp(T0 + 15, unit="s", tz="UTC")]
+    assert merged["kind"].tolist() == ["revision"] and len(a[a["kind"] == "final"]) >= 2, a
+    assert (a["kind"] == "retraction").sum() == (2 if mode == "retracting" else 0), a
     _tamper(cfg, "b")  # one of b's heads counts a row more
     bad = run_cli_here(["reconcile", str(cfg), "-q"], tmp_path)
     assert bad.returncode == 1, bad.stdout + bad.stderr
