@@ -1,6 +1,6 @@
 """``lowwater reconcile`` of session windows whose stream emitted several intervals per batch session (issue 31).
 
-One partition, gap 5 s, grace 10 s, two files read a step each (times in seconds, ``W`` = the largest event
+One partition, gap 5 s, grace 10 s, three files read a step each (times in seconds, ``W`` = the largest event
 so far - 2):
 
 * key ``a``: [1, 8) and [10, 15) fire, then ``a@7`` (within grace) merges them: a revision of [1, 15);
@@ -8,7 +8,10 @@ so far - 2):
   [40, 53) holds two heads (and the late row), whose average is their rows' average;
 * key ``d``: the same with a null amount in the first part: the average of two heads with a null among their
   rows cannot be weighted, so it is named as not compared;
-* key ``x``: a session still open.
+* key ``s``: [100, 107) fires and is freed, then late rows within grace build [112, 117) ... [100, 117) around
+  it, each a revision, without it (it was freed): a split that accumulating mode cannot tell from a merge by
+  bounds and revisions; emitted at W = 118, past [100, 107)'s freeing, it is read both ways;
+* keys ``x``, ``y``: a session fired late, one still open.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ FILES = [
     [(40, 40, "b", 10.0), (41, 41, "d", None), (48, 48, "b", 20.0), (49, 49, "d", 6.0),
      (70, 70, "x", 1.0),  # W = 68: b's and d's sessions fired and freed
      (44, 71, "b", 1000.0), (45, 72, "d", 1000.0)],  # too late: they would have bridged
+    [(100, 100, "s", 1.0), (102, 101, "s", 2.0), (120, 120, "y", 1.0),  # W = 118: [100, 107) fired and freed
+     (112, 121, "s", 3.0), (108, 122, "s", 4.0), (104, 123, "s", 5.0), (100, 124, "s", 6.0)],  # -> [100, 117)
 ]
 MEAN = 'total = "sum(amount)", mean = "avg(amount)", top = "max(amount)"'
 
@@ -83,6 +88,11 @@ def test_merged_and_bridged_sessions_are_explained_and_a_tampered_row_is_not(spa
     merged = a[pd.to_datetime(a["window_end"], utc=True) == pd.Timestamp(T0 + 15, unit="s", tz="UTC")]
     assert merged["kind"].tolist() == ["revision"] and len(a[a["kind"] == "final"]) >= 2, a
     assert (a["kind"] == "retraction").sum() == (2 if mode == "retracting" else 0), a
+    split = res[res["key"] == "s"]  # [100, 107)'s final, then [100, 117) without its rows: 6 rows in all
+    ends = pd.to_datetime(split["window_end"], utc=True)
+    assert split[ends == pd.Timestamp(T0 + 107, unit="s", tz="UTC")]["kind"].tolist() == ["final"], split
+    assert split[ends == pd.Timestamp(T0 + 117, unit="s", tz="UTC")]["revision"].max() == 4, split
+    assert "s" not in frame  # explained: the batch session [100, 117) equals [100, 107) and [100, 117) together
     _tamper(cfg, "b")  # one of b's heads counts a row more
     bad = run_cli_here(["reconcile", str(cfg), "-q"], tmp_path)
     assert bad.returncode == 1, bad.stdout + bad.stderr

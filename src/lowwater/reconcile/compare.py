@@ -21,7 +21,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.reconcile import CAUSES, LATEST, REL_TOLERANCE, rule
 from lowwater.reconcile.position import StreamPosition
 from lowwater.reconcile.stream import output_funcs
-from lowwater.spark.sqltext import cast, q
+from lowwater.spark.sqltext import cast, expr, q
 
 COUNTS = ("count",)
 
@@ -51,26 +51,53 @@ def _same(a: str, b: str, dt: T.DataType, scale: str | None = None, merged: str 
     return f"({a} <=> {b})"
 
 
+def _pieces(cfg: PipelineConfig, out: DataFrame, col: str, func: str, src: str = "s_",
+            heads: str = "_heads") -> tuple:
+    """SQL text of one output column's batch, expected and stream values (the stream's from ``src``), its type,
+    its tolerance scale, and for a session's average its merged and not-compared conditions."""
+    dt = out.schema[f"t_{col}"].dataType
+    t, e, st = q(f"t_{col}"), q(f"e_{col}"), q(f"{src}{col}")
+    if func in COUNTS:
+        t, e, st = (f"coalesce({x}, {cast('0', dt)})" for x in (t, e, st))
+    st = cast(st, dt)
+    scale = None
+    if f"m_{col}" in out.columns:
+        scale = q(f"m_{col}")
+        if func == "avg":
+            scale = f"({scale} / greatest(1, t_count))"
+    merged = skip = None
+    if col in uncomparable(cfg) and rule(cfg.window.accumulation, func) is not None:  # a session's avg
+        merged = f"coalesce({heads}, 0) > 1"
+        skip = f"({merged} AND coalesce({q(f'_nulls_{col}')}, false))"
+    return t, e, st, dt, scale, merged, skip
+
+
+def _reading(cfg: PipelineConfig, out: DataFrame) -> DataFrame:
+    """Accumulating sessions with a second reading of their heads (``a_<column>``, ``core/reconcile.readings``):
+    the stream value is the second reading's where the first does not explain the window and it does."""
+    def explains(src: str, heads: str) -> str:
+        ok = []
+        for col, func in output_funcs(cfg).items():
+            _, e, st, dt, scale, merged, skip = _pieces(cfg, out, col, func, src, heads)
+            ok.append(f"({skip} OR {_same(e, st, dt, scale, merged)})" if skip else _same(e, st, dt, scale, merged))
+        return " AND ".join(ok)
+
+    alt = f"NOT ({explains('s_', '_heads')}) AND ({explains('a_', '_aheads')})"
+    latest = [c for c in output_funcs(cfg) if f"a_{c}" in out.columns]
+    return out.withColumn("_alt", expr(alt)).withColumns(
+        {**{f"s_{c}": expr(f"CASE WHEN _alt THEN {q(f'a_{c}')} ELSE {q(f's_{c}')} END") for c in latest},
+         "_heads": expr("CASE WHEN _alt THEN _aheads ELSE _heads END")})
+
+
 def side_by_side(cfg: PipelineConfig, out: DataFrame, position: StreamPosition) -> DataFrame:
     """Each window's batch, expected and stream values (``attribution.per_window``): differences and status."""
+    if "a_count" in out.columns:
+        out = _reading(cfg, out)
     differs, wrong = ["false"], ["false"]
     cols, skipped = [], []
-    maybe = uncomparable(cfg)
     for col, func in output_funcs(cfg).items():
-        dt = out.schema[f"t_{col}"].dataType
-        t, e, st = q(f"t_{col}"), q(f"e_{col}"), q(f"s_{col}")
-        if func in COUNTS:
-            t, e, st = (f"coalesce({x}, {cast('0', dt)})" for x in (t, e, st))
-        st = cast(st, dt)
-        scale = None
-        if f"m_{col}" in out.columns:
-            scale = q(f"m_{col}")
-            if func == "avg":
-                scale = f"({scale} / greatest(1, t_count))"
-        merged = skip = None
-        if col in maybe and rule(cfg.window.accumulation, func) is not None:  # a session's avg of several heads
-            merged = "coalesce(_heads, 0) > 1"
-            skip = f"({merged} AND coalesce({q(f'_nulls_{col}')}, false))"
+        t, e, st, dt, scale, merged, skip = _pieces(cfg, out, col, func)
+        if skip:
             st = f"CASE WHEN {skip} THEN {cast('NULL', dt)} ELSE {st} END"
             skipped.append((col, skip))
         cols += [f"{t} AS {q(f'batch_{col}')}", f"{st} AS {q(f'stream_{col}')}"]

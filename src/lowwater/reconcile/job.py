@@ -141,7 +141,7 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
             "_we", F.unix_micros("window_end")).drop("window_start", "window_end")
         corrected = folded.filter(F.col("_corr_step").isNotNull())
         fold_aggs = [F.max(c).alias(c) for c in folded.columns
-                     if c.startswith(("s_", "_last_rev", "_corr_step", "_heads"))]
+                     if c.startswith(("s_", "a_", "_last_rev", "_corr_step", "_heads", "_aheads"))]
     else:
         folded, corrected = emitted_w, stream.corrected(cfg, emitted_w)
         fold_aggs = stream.fold_aggs(cfg, emitted.schema)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from lowwater.config import PipelineConfig
@@ -36,6 +37,7 @@ from lowwater.core.reconcile import ADD, LATEST, MAX, MIN, SIGNED, rule
 from lowwater.reconcile import stream
 from lowwater.reconcile.log import TRUTH
 from lowwater.spark.sqltext import expr
+from lowwater.time import NEG_INF
 
 
 def pairs(cfg: PipelineConfig, rows: DataFrame) -> DataFrame:
@@ -85,26 +87,51 @@ def fold(cfg: PipelineConfig, emitted: DataFrame, session_pairs: DataFrame) -> D
         *[c for c in emitted.columns if c not in keys])
     group = [*keys, "_bws", "_bwe", "window_start", "window_end"]
     per_interval = mapped.groupBy(*group).agg(*stream.fold_aggs(cfg, mapped.schema), *[expr(a) for a in (
-        # emissions not retracted (retracting: > 0 for a head), and the revision the latest stands for
+        # emissions not retracted (retracting: > 0 for a head), the revision the latest stands for, and the
+        # earliest step watermark of an emission (undefined: the lowest)
         "sum(CASE WHEN kind = 'retraction' THEN -1 ELSE 1 END) AS _net",
         "max(CASE WHEN kind = 'retraction' THEN NULL WHEN kind = 'provisional' THEN revision - 1 "
-        "ELSE revision END) AS _erev")])
+        "ELSE revision END) AS _erev",
+        f"min(CASE WHEN kind != 'retraction' THEN coalesce(unix_micros(watermark), {NEG_INF}L) END) AS _wmin")])
     mode = cfg.window.accumulation
-    if mode == "retracting":
-        head = "_net > 0"
-    else:  # not contained in an interval of the same batch session with a later revision (few per session)
-        head = ("NOT exists(_before, i -> i._we >= unix_micros(window_end) AND coalesce(i._erev, -2) > "
-                "coalesce(_erev, -2))")
+    readings = {"s_": "_net > 0"} if mode == "retracting" else {"s_": _not_replaced(), "a_": _not_replaced(cfg)}
+    if mode != "retracting":  # the intervals before each in its batch session: the ones that may contain it
         inside = Window.partitionBy(*keys, "_bws").orderBy(F.col("window_start"), F.col("window_end").desc())
-        before = F.collect_list(F.struct(F.unix_micros("window_end").alias("_we"), F.col("_erev"))).over(
+        before = F.collect_list(F.struct(F.unix_micros("window_end").alias("_we"), "_erev", "_wmin")).over(
             inside.rowsBetween(Window.unboundedPreceding, -1))
         per_interval = per_interval.withColumn("_before", before)
-    flagged = per_interval.withColumn("_head", expr(head))
-    top = F.col("_head")
-    aggs = [F.max("_last_rev").alias("_last_rev"), F.max("_corr_step").alias("_corr_step"),
-            F.sum(top.cast("int")).alias("_heads")]
+    if mode != "accumulating":  # one reading (discarding: only the row count of its heads uses it)
+        readings.pop("a_", None)
+    flagged = per_interval.withColumns({f"_h{p}": expr(h) for p, h in readings.items()})
+    aggs = [F.max("_last_rev").alias("_last_rev"), F.max("_corr_step").alias("_corr_step")]
+    for p in readings:
+        aggs += _latest(cfg, F.col(f"_h{p}"), p, per_interval.schema)
+    grouped = flagged.groupBy(*keys, "_bws", "_bwe").agg(*aggs)
+    return grouped.select(
+        *keys, F.timestamp_micros("_bws").alias("window_start"), F.timestamp_micros("_bwe").alias("window_end"),
+        *[c for c in grouped.columns if c not in (*keys, "_bws", "_bwe")])
+
+
+def _not_replaced(cfg: PipelineConfig | None = None) -> str:
+    """A head (``core/reconcile.heads``): no interval before it in its batch session contains it with a later
+    revision -- or, given ``cfg`` (the second reading, ``core/reconcile.readings``), none *surely* merged it
+    (ends where it ends, or emitted at a watermark below its end + the grace)."""
+    contains = "i._we >= unix_micros(window_end) AND coalesce(i._erev, -2) > coalesce(_erev, -2)"
+    if cfg is not None:
+        grace = int(cfg.window.allowed_lateness_us)
+        contains += (f" AND (i._we = unix_micros(window_end) OR i._wmin < unix_micros(window_end) + {grace}L)")
+    return f"NOT exists(_before, i -> {contains})"
+
+
+def _latest(cfg: PipelineConfig, top: Column, prefix: str, schema: T.StructType) -> list[Column]:
+    """The batch session's stream value by one reading of its heads (``top``): ``{prefix}<column>``, and its
+    number of heads (``_heads``, ``_aheads``). A second reading (``a_``) has the ``latest`` columns only."""
+    mode = cfg.window.accumulation
+    aggs = [F.sum(top.cast("int")).alias("_heads" if prefix == "s_" else f"_{prefix[0]}heads")]
     for col, func in stream.output_funcs(cfg).items():
         r, s = rule(mode, func), F.col(f"s_{col}")
+        if r in (ADD, SIGNED, MIN, MAX) and prefix != "s_":
+            continue
         if r in (ADD, SIGNED):
             agg = F.sum(s)
         elif r == MIN or (r == LATEST and func == "min"):
@@ -118,9 +145,9 @@ def fold(cfg: PipelineConfig, emitted: DataFrame, session_pairs: DataFrame) -> D
             d = s.cast("double")  # a decimal's too: Spark's decimal products and quotients give up its scale
             agg = F.when(F.sum(top.cast("int")) == 1, F.max(F.when(top, s))).otherwise(
                 F.sum(F.when(top, d * F.col("s_count"))) / F.sum(n))
-        else:
+        elif prefix == "s_":
             agg = F.lit(None)
-        aggs.append(agg.cast(per_interval.schema[f"s_{col}"].dataType).alias(f"s_{col}"))
-    return flagged.groupBy(*keys, "_bws", "_bwe").agg(*aggs).select(
-        *keys, F.timestamp_micros("_bws").alias("window_start"), F.timestamp_micros("_bwe").alias("window_end"),
-        *[c for c in ["_last_rev", "_corr_step", "_heads", *[f"s_{c}" for c in stream.output_funcs(cfg)]]])
+        else:
+            continue
+        aggs.append(agg.cast(schema[f"s_{col}"].dataType).alias(f"{prefix}{col}"))
+    return aggs
