@@ -23,6 +23,9 @@ emitted interval of a later revision): their counts and sums add, mins and
 maxes fold, averages merge weighted by the heads' counts (``_heads`` says how
 many: ``compare.py`` leaves a merged average out when a row of its column is
 null, and compares a merged decimal average to one unit of its last digit).
+Accumulating mode also folds the second reading of ``core/reconcile.readings``
+(``a_<column>``, ``_aheads``): ``compare.py`` takes it where it explains the
+window and the first does not.
 """
 
 from __future__ import annotations
