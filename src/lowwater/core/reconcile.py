@@ -29,6 +29,18 @@ the remaining rows; a window is explained iff every aggregate of the stream
 value equals the expected one (doubles to a relative 1e-9: sums of the same
 doubles in another order). Otherwise the window is ``unexplained``: a defect
 of lowwater or a tampered sink.
+
+**Session windows** (:func:`fold_session`) are compared per *batch* session:
+the stream may have emitted several intervals inside one (components merged
+later, sessions split by freeing, sessions a too-late or unread row would
+have bridged). Each interval folds by the mode; then the batch session's
+value is the sum of every interval's deltas (``add``, ``signed``) and, for
+``latest`` columns, the fold of the *heads*: the intervals whose latest value
+still stands (:func:`heads`). Several heads' averages merge weighted by their
+row counts, which is exact when no row of the column is null; else the
+average is not compared (named as such). Accumulating mode has no lineage
+in its emissions: where a session split by freeing may have grown around its
+earlier part, the window is explained by either reading (:func:`readings`).
 """
 
 from __future__ import annotations
@@ -88,6 +100,108 @@ def fold(mode: str, emissions: Iterable[Mapping], funcs: Mapping[str, str]) -> d
             vals = [e[col] for e in rows if e[col] is not None]
             out[col] = (min(vals) if r == MIN else max(vals)) if vals else None
     return out
+
+
+def effective_revision(e: Mapping) -> int:
+    """The revision an emission stands for: a provisional one carries its next final's number, so one less."""
+    return int(e["revision"]) - (1 if e["kind"] == "provisional" else 0)
+
+
+def heads(mode: str, intervals: Mapping[tuple[int, int], Sequence[Mapping]]) -> set[tuple[int, int]]:
+    """The emitted intervals ``(start, end)`` of one batch session whose latest value still stands.
+
+    ``retracting``: an interval with an emission not retracted (a merge
+    retracts every value it replaces: the lineage is exact). ``accumulating``
+    (and ``discarding``, whose additive folds do not need it): an interval not
+    contained in another emitted interval of a later revision (a merge
+    contains what it merged and numbers its emission past theirs). A session
+    split by freeing whose later part, built of new rows, grows to contain
+    the earlier part with a higher revision is taken for a merge here;
+    :func:`readings` offers the other reading where the watermarks allow it.
+    """
+    if mode == "retracting":
+        return {iv for iv, ems in intervals.items()
+                if sum(-1 if e["kind"] == "retraction" else 1 for e in ems) > 0}
+    return {j for j in intervals if not _replacing(intervals, j)}
+
+
+def readings(mode: str, intervals: Mapping[tuple[int, int], Sequence[Mapping]], grace_us: int) -> list[set]:
+    """The sets of heads a correct stream may have: :func:`heads`, and in accumulating mode, when some interval
+    is replaced only by intervals that may be a split by freeing, also every interval not *surely* replaced.
+
+    An interval ``i`` containing ``j`` surely merged it if ``i`` ends where
+    ``j`` ends (a session admitted after ``j`` was freed ends after ``j``), or
+    if ``i`` has an emission at a step whose watermark (each emission's
+    ``watermark``, µs; None: undefined) is below ``j.end + grace``: ``j`` was
+    still live then, and a live session covered by another was merged into it.
+    """
+    strict = heads(mode, intervals)
+    if mode == "retracting":
+        return [strict]
+
+    def sure(i: tuple[int, int], j: tuple[int, int]) -> bool:
+        return i[1] == j[1] or any(e["kind"] != "retraction" and (
+            e.get("watermark") is None or e["watermark"] < j[1] + grace_us) for e in intervals[i])
+
+    loose = {j for j in intervals if not any(sure(i, j) for i in _replacing(intervals, j))}
+    return [strict] if loose == strict else [strict, loose]
+
+
+def _replacing(intervals: Mapping[tuple[int, int], Sequence[Mapping]], j: tuple[int, int]) -> list:
+    """The emitted intervals that contain ``j`` with a later revision (the merges that may have replaced it)."""
+    def rev(iv: tuple[int, int]) -> int:
+        return max((effective_revision(e) for e in intervals[iv] if e["kind"] != "retraction"), default=-2)
+
+    return [i for i in intervals if i != j and i[0] <= j[0] and j[1] <= i[1] and rev(i) > rev(j)]
+
+
+def fold_session(mode: str, intervals: Mapping[tuple[int, int], Sequence[Mapping]], funcs: Mapping[str, str],
+                 nulls: Iterable[str] = (), top_set: set | None = None) -> tuple[dict[str, object], list[str]]:
+    """The stream value of one batch session from its emitted intervals' emissions, and the columns not compared.
+
+    ``funcs`` must hold ``count`` (the rows: the weights of merged averages);
+    ``nulls``: the ``avg`` columns with a null among the batch session's
+    expected rows (several heads' averages cannot be weighted then);
+    ``top_set``: the heads (default :func:`heads`; one of :func:`readings`).
+    A window is explained when the fold by one of its readings is the
+    expected value.
+    """
+    per = {iv: fold(mode, ems, funcs) for iv, ems in intervals.items()}
+    top = [per[iv] for iv in sorted(heads(mode, intervals) if top_set is None else top_set)]
+    out: dict[str, object] = {}
+    skipped: list[str] = []
+    nulls = set(nulls)
+    for col, func in funcs.items():
+        r = rule(mode, func)
+        every = [v[col] for v in per.values() if v[col] is not None]
+        last = [v[col] for v in top if v[col] is not None]
+        if r is None or not per:
+            out[col] = None
+        elif r in (ADD, SIGNED):
+            out[col] = _total((1, v) for v in every)
+        elif r in (MIN, MAX):
+            out[col] = (min(every) if r == MIN else max(every)) if every else None
+        elif func in ("count", "sum"):
+            out[col] = _total((1, v) for v in last)
+        elif func in ("min", "max"):
+            out[col] = (min(last) if func == "min" else max(last)) if last else None
+        elif len(top) == 1:
+            out[col] = top[0][col]
+        elif col in nulls:
+            out[col] = None
+            skipped.append(col)
+        else:
+            out[col] = _weighted([(v[col], v["count"]) for v in top])
+    return out, skipped
+
+
+def _weighted(terms: Sequence[tuple[object, object]]) -> object:
+    """``sum(avg * n) / sum(n)`` over the terms with an average (None when none has one)."""
+    terms = [(a, n) for a, n in terms if a is not None and n]
+    rows = sum(int(n) for _, n in terms)  # type: ignore[call-overload]
+    if not rows:
+        return None
+    return _total((1, a * n) for a, n in terms) / rows  # type: ignore[operator]
 
 
 def _total(terms: Iterable[tuple[int, object]]) -> object:

@@ -351,6 +351,9 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     grouped = grouped.filter(" OR ".join(f"coalesce({c}, 0) > 0" for c in ("_present", "_emissions", "_dead_n")))
     if absent:
         grouped = grouped.selectExpr("*", *[f"{v} AS {q(k)}" for k, v in absent.items()])
+    if cfg.window.is_session:  # an average of several heads is weighted by rows: only with no null among them
+        grouped = grouped.selectExpr("*", *[f"_e_n != _e_nn{values.index(a.column)} AS {q(f'_nulls_{a.name}')}"
+                                            for a in cfg.window.aggregations if a.func == "avg"])
     skip = {*cfg.window.key, "_ws", "_we", "_present", *by_cause_names}
     keep = [*cfg.window.key, "_ws", "_we", *[c for c in grouped.columns if not c.startswith(("_t_", "_e_"))
                                              and c not in skip], *by_cause_names]

@@ -140,7 +140,8 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
         folded = folded.withColumn("_ws", F.unix_micros("window_start")).withColumn(
             "_we", F.unix_micros("window_end")).drop("window_start", "window_end")
         corrected = folded.filter(F.col("_corr_step").isNotNull())
-        fold_aggs = [F.max(c).alias(c) for c in folded.columns if c.startswith(("s_", "_last_rev", "_corr_step"))]
+        fold_aggs = [F.max(c).alias(c) for c in folded.columns
+                     if c.startswith(("s_", "a_", "_last_rev", "_corr_step", "_heads", "_aheads"))]
     else:
         folded, corrected = emitted_w, stream.corrected(cfg, emitted_w)
         fold_aggs = stream.fold_aggs(cfg, emitted.schema)
@@ -263,8 +264,10 @@ def _numbers(cfg: PipelineConfig, in_range: str) -> list[Column]:
     def n(cond: str, name: str) -> str:
         return f"count(CASE WHEN {in_range} AND {cond} THEN 1 END) AS {name}"
 
+    skipped = [n(f"array_contains(split(not_compared, ','), '{c}')", q(f"nc_{c}"))
+               for c in compare.uncomparable(cfg)]
     return [expr(e) for e in (n("true", "checked"), n("_differs", "differing"), n("status = 'open'", "open"),
-                              n("status = 'unexplained'", "unexplained"), *cause_sums,
+                              n("status = 'unexplained'", "unexplained"), *cause_sums, *skipped,
                               "sum(batch_count) AS pairs", "sum(_dead_n) AS dead", "sum(_clipped_n) AS clipped")]
 
 
@@ -293,6 +296,8 @@ def _summary(cfg: PipelineConfig, stats: dict, side: DataFrame, windows_per_row:
         "windows_differing": int(stats["differing"] or 0),
         "windows_open": int(stats["open"] or 0),
         "unexplained": int(stats["unexplained"] or 0),
+        # per aggregate, the windows in range where it was not compared (compare.uncomparable)
+        "not_compared": {c: int(stats[f"nc_{c}"]) for c in compare.uncomparable(cfg) if stats[f"nc_{c}"]},
         "rows": counts["rows"],
         "dead_letter": counts["dead_letter"],
         "clipped_rows": counts["clipped"],

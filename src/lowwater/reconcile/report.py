@@ -44,6 +44,8 @@ def print_summary(out: Console, s: dict) -> None:
         vals = s["causes"][c]
         extra = ", ".join(f"{k} {_fmt(v)}" for k, v in vals.items() if k != "rows")
         rows.append((f"{c.replace('_', ' ')}", f"{_fmt(vals['rows'])} rows" + (f" ({extra})" if extra else "")))
+    if s.get("not_compared"):
+        rows.append(("not compared", ", ".join(f"{c} in {n:,} window(s)" for c, n in s["not_compared"].items())))
     if "corrections" in s:
         rows.append(("corrections applied", f"{s['corrections']:,}"))
     for k, v in rows:

@@ -92,11 +92,6 @@ def fold_aggs(cfg: PipelineConfig, schema: T.StructType) -> list[Column]:
     return aggs
 
 
-def fold(cfg: PipelineConfig, emissions: DataFrame, group: list[str]) -> DataFrame:
-    """One row per ``group`` (keys and window): ``s_<column>`` the stream value, ``_last_rev`` the last revision."""
-    return emissions.groupBy(*group).agg(*fold_aggs(cfg, emissions.schema))
-
-
 def corrected(cfg: PipelineConfig, emissions: DataFrame) -> DataFrame:
     """The windows with a correction (keys, ``_ws``, ``_we``) and the step of the latest (``_corr_step``): a few."""
     return emissions.filter(F.col("kind") == "correction").groupBy(
