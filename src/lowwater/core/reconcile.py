@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
+from typing import Any
 
 CAUSES = ("too_late", "dropped", "in_flight", "clipped")
 """Why a row of a window's batch truth is not in the stream's value, in the order a row is attributed."""
@@ -173,8 +174,9 @@ def fold_session(mode: str, intervals: Mapping[tuple[int, int], Sequence[Mapping
     nulls = set(nulls)
     for col, func in funcs.items():
         r = rule(mode, func)
-        every = [v[col] for v in per.values() if v[col] is not None]
-        last = [v[col] for v in top if v[col] is not None]
+        # Values of one column: all comparable with each other (numbers, or strings, or dates).
+        every: list[Any] = [v[col] for v in per.values() if v[col] is not None]
+        last: list[Any] = [v[col] for v in top if v[col] is not None]
         if r is None or not per:
             out[col] = None
         elif r in (ADD, SIGNED):
