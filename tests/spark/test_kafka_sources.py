@@ -128,9 +128,9 @@ def test_a_topic_and_a_directory_as_sources_equal_two_directories(spark, kafka_b
 
 
 def test_an_idle_directory_with_files_waiting_is_not_fooled_by_the_topic_s_cut(spark, kafka_broker, tmp_path):
-    # Issue 31: bank (idle_timeout 500 ms) read one file (2 s of arrivals) a micro-batch, the topic 10 offsets
-    # (2.5 s): the topic reads ahead, yet bank has files landed and waiting, so it is not idle; the answer is
-    # that of both read in one batch each.
+    # Issue 31: bank (idle_timeout 500 ms) read one file (1.5 s of arrivals) a micro-batch, the topic 10 offsets
+    # (2.5 s, L = 0 s: its W follows its clock): the topic reads ahead, yet bank has files landed and waiting,
+    # so it is not idle; the answer is that of both read in one batch each.
     pay, bank = _rows(30, 2, 250, 500, 7), _rows(20, 1, 500, 2_000, 3)
     kafka_broker.create_topic("pay-idle", 2)
     kafka_broker.produce("pay-idle", [(r["partition"], r["arrival_time"], json.dumps(
@@ -139,13 +139,13 @@ def test_an_idle_directory_with_files_waiting_is_not_fooled_by_the_topic_s_cut(s
     cut, whole = tmp_path / "cut", tmp_path / "whole"
     for root in (cut, whole):
         (root / "bank").mkdir(parents=True)
-        for i in range(0, len(bank), 4):
-            (root / "bank" / f"part-{i:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bank[i:i + 4]))
+        for i in range(0, len(bank), 3):
+            (root / "bank" / f"part-{i:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bank[i:i + 3]))
+    pay_kafka = PAY_KAFKA.format(servers=kafka_broker.bootstrap, topic="pay-idle", schema=SCHEMA)
     (cut / "pipeline.toml").write_text(idle_bank.replace("[[source]]", "[[source]]\nmax_files_per_batch = 1")
-                                       + PAY_KAFKA.format(servers=kafka_broker.bootstrap, topic="pay-idle",
-                                                          schema=SCHEMA) + REST)
+                                       + pay_kafka.replace('"3s"', '"0s"') + REST)
     _land(whole / "pay", pay)
-    (whole / "pipeline.toml").write_text(idle_bank + PAY_FILES + REST)
+    (whole / "pipeline.toml").write_text(idle_bank + PAY_FILES.replace('"3s"', '"0s"') + REST)
 
     got = Engine(load_config(cut / "pipeline.toml"), spark).run(once=True, drain=True)
     want = Engine(load_config(whole / "pipeline.toml"), spark).run(once=True, drain=True)

@@ -44,12 +44,14 @@ was delivered); a partition that is *caught up* (Spark's end offset for the
 step reached the partition's end offset when the step ran) holds nobody back:
 it has nothing earlier to deliver. Which partitions are caught up is told at
 each step (``logs``: lane -> caught up, next to the file sources'); no idle
-timeout applies to a Kafka lane's hold, since its backlog is known. This is exact when each partition's
-record timestamps do not decrease with the offset and a record appended to a
-caught-up partition is not stamped before the rows already judged (always so
-with ``LogAppendTime``; with ``CreateTime`` when producers stamp the current
-time): otherwise the late-stamped record is judged when it comes and the step
-counts an arrival regression.
+timeout applies to a Kafka lane's hold, since its backlog is known. This is
+exact when each partition's record timestamps do not decrease with the offset
+and a record appended to a caught-up partition is not stamped before the rows
+already judged (always so with ``LogAppendTime``; with ``CreateTime`` when
+producers stamp the current time): otherwise the late-stamped record is
+judged when it comes, counted as an arrival regression if it precedes its own
+partition's earlier records (:meth:`ArrivalFrontier.regressions`), warned
+about otherwise.
 
 Ties: arrival order is ``(arrival_time, source, partition, offset)``. A lane's
 *tie key* (:func:`tie_key`) is its ``(source, partition)``: a row at the same
