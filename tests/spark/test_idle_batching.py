@@ -100,7 +100,7 @@ def test_any_files_per_batch_on_either_source_gives_the_row_by_row_join(spark, t
     # Weather every hour from 0: only a flight that left before it has no partner; nothing is late.
     assert want.counts["left"]["unmatched"] == sum(r["dep"] < 0 for r in rows["flights"]) > 0
     assert want.too_late == [] and want.counts["left"]["matched"] > 0
-    for i, max_files in enumerate([{}, {"flights": 1, "weather": 1}]):
+    for i, max_files in enumerate([{}, {"flights": 2, "weather": 1}]):
         cfg, summary, metrics = _run(spark, landing, tmp_path / f"join{i}", max_files, JOIN)
         got = _observed(spark, cfg, tmp_path / f"join{i}" / "out", summary)
         assert (got.joined, got.too_late, got.counts) == (want.joined, want.too_late, want.counts), max_files
@@ -114,7 +114,7 @@ def test_a_window_over_two_sources_does_not_depend_on_their_files_per_batch(spar
     logs, landing = the_logs(), tmp_path / "landing"
     land(landing, logs)
     answers = []
-    for i, max_files in enumerate([{}, {"flights": 2, "weather": 2}]):
+    for i, max_files in enumerate([{}, {"flights": 4, "weather": 2}]):
         root = tmp_path / f"window{i}"
         _cfg, summary, metrics = _run(spark, landing, root, max_files, WINDOW)
         results = pd.read_parquet(root / "out" / "results")
