@@ -65,7 +65,7 @@ def land(root: Path, logs: dict[str, list[list[dict]]]) -> None:
 
 
 def config(landing: Path, root: Path, max_files: dict[str, int], shape: dict):  # noqa: ANN201
-    cols = {"flights": ("dep", "landed", {"strategy": "bounded", "max_out_of_orderness": "5h"}),
+    cols = {"flights": ("dep", "landed", {"strategy": "bounded", "max_out_of_orderness": "3h"}),
             "weather": ("hour", "published", {"strategy": "bounded", "max_out_of_orderness": "20m",
                                               "idle_timeout": "90m"})}
     sources = []
