@@ -6,7 +6,9 @@ hours of the night, so a step of ``n`` files reaches further on the arrival
 clock than ``n`` files of ``weather``, which delivers every hour and has
 ``idle_timeout = "90m"``. Weather's files are all landed and waiting: it is
 not silent, so it never goes idle while it has unread files, and the flights
-it may still precede wait for it (held), whatever the cut. Every cut gives
+it may still precede wait for it (held), whatever the cut (before issue 31
+it went idle as soon as flights had read 90 minutes past it, and the cut runs
+judged weather rows too late). Every cut gives
 the one-batch run's pairs, unmatched flights and late rows, which are the
 core's row-by-row answer (``testing/join_scenarios.run_join_log``); a
 tumbling-window pipeline over the same two sources gives one answer too.
@@ -114,7 +116,7 @@ def test_a_window_over_two_sources_does_not_depend_on_their_files_per_batch(spar
     logs, landing = the_logs(), tmp_path / "landing"
     land(landing, logs)
     answers = []
-    for i, max_files in enumerate([{}, {"flights": 4, "weather": 2}]):
+    for i, max_files in enumerate([{}, {"flights": 4, "weather": 2}]):  # flights' 4 files at once, 9:47 ahead
         root = tmp_path / f"window{i}"
         _cfg, summary, metrics = _run(spark, landing, root, max_files, WINDOW)
         results = pd.read_parquet(root / "out" / "results")
