@@ -116,7 +116,7 @@ def test_a_window_over_two_sources_does_not_depend_on_their_files_per_batch(spar
     logs, landing = the_logs(), tmp_path / "landing"
     land(landing, logs)
     answers = []
-    for i, max_files in enumerate([{}, {"flights": 4, "weather": 2}]):  # flights' 4 files at once, 9:47 ahead
+    for i, max_files in enumerate([{}, {"flights": 4, "weather": 2}]):  # flights to 9:47 at once
         root = tmp_path / f"window{i}"
         _cfg, summary, metrics = _run(spark, landing, root, max_files, WINDOW)
         results = pd.read_parquet(root / "out" / "results")
