@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
+from lowwater.config import parse_config
+from lowwater.io.file_backlog import FileBacklogs
 from lowwater.io.filelog import FileLog
 from lowwater.io.landing import _LogReader
 from lowwater.spark.fs import local_files
@@ -25,6 +27,9 @@ class LocalFS:
 
     def read_text(self, path: str) -> str:
         return Path(path).read_text()
+
+    def exists(self, path: str) -> bool:
+        return Path(path).exists()
 
     def write_text_atomic(self, path: str, text: str) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -86,3 +91,19 @@ def test_the_reader_admits_logged_positions_within_the_read_limit(tmp_path):
     assert reader.partitions({"position": 5}, {"position": 5}) == []
     with pytest.raises(ValueError, match="older release"):
         reader.latestOffset({"logOffset": 3}, ReadAllAvailable())
+
+
+def test_a_source_is_caught_up_when_its_batch_reaches_the_end_of_its_log(tmp_path):
+    """Issue 31: the batch's end positions (Spark's offsets file, the union's order) against the logs' lengths."""
+    src = {"format": "jsonl", "event_time": "t", "arrival_time": "a", "partition": "p",
+           "schema": "p STRING, t DOUBLE, a DOUBLE"}
+    cfg = parse_config({"source": [{**src, "name": "flights", "path": "f"}, {**src, "name": "weather", "path": "w"}],
+                        "window": {"type": "tumbling", "size": "1h"}, "output": {"path": "out"}}, base_dir=tmp_path)
+    offsets = Path(cfg.output.checkpoint) / "spark" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "3").write_text('v1\n{"batchWatermarkMs":0}\n{"position": 24}\n{"position": 7}\n')
+    backlogs = FileBacklogs(LocalFS(), cfg)
+    # flights read all 24 landed files; weather 7 of 30: landed, unread files, so not caught up
+    assert backlogs.logs(3, {"flights": 24, "weather": 30}) == {"flights": True, "weather": False}
+    assert backlogs.logs(3, {"flights": 25, "weather": 7}) == {"flights": False, "weather": True}
+    assert backlogs.logs(4, {"flights": 24, "weather": 7}) == {}  # no offsets for the batch: nothing known

@@ -63,6 +63,32 @@ def test_a_silent_source_with_a_timeout_counts_from_the_first_arrival():
     assert FrontierState.from_json(st_.to_json()) == st_
 
 
+def test_a_source_with_landed_unread_files_is_never_idle():
+    # flights read six hours of files in one step, weather (idle_timeout 90 min) one: by the clock weather
+    # is idle, but it has files landed and waiting, so it holds the frontier at its own latest arrival.
+    f = ArrivalFrontier({"flights": None, "weather": 90 * 60 * S})
+    st_ = FrontierState()
+    f.deliver(st_, np.array(["weather", "flights", "flights"]), np.array([600, 300, 6 * 3600]) * S)
+    assert f.idle(st_) == ["weather"]  # caught up (or not told): silent for 90 min by the clock
+    assert f.idle(st_, {"weather": False}) == []  # landed, unread: not silent
+    assert f.holder(st_, {"weather": False}) == "weather"
+    assert f.frontier_us(st_, {"weather": False}) == 600 * S
+    assert f.ready(st_, np.array(["flights", "flights"]), np.array([300, 6 * 3600]) * S,
+                   {"weather": False}).tolist() == [True, False]
+    # Read to the end of its log: it is silent now, and idle by its timeout.
+    assert f.idle(st_, {"weather": True}) == ["weather"]
+    assert f.frontier_us(st_, {"weather": True}) == 6 * 3600 * S  # flights alone
+
+
+def test_only_a_lane_s_own_past_makes_an_arrival_regression():
+    f = ArrivalFrontier({"a": None, "b": None})
+    st_ = FrontierState()
+    f.deliver(st_, np.array(["a", "b"]), np.array([500, 20]))
+    # b reads behind a's clock: not a regression (another source read ahead); a going back is one.
+    assert f.regressions(st_, np.array(["b", "b"]), np.array([30, 40])) == []
+    assert f.regressions(st_, np.array(["a", "b"]), np.array([400, 20])) == [("a", 400, 500)]
+
+
 def test_no_holding_source_means_plus_infinity():
     assert ArrivalFrontier({}).frontier_us(FrontierState()) == POS_INF
 
@@ -166,3 +192,84 @@ def _cut_and_held(logs):
 @given(multi_source_logs())
 def test_any_per_source_cutting_gives_the_one_batch_answer(logs):
     assert _cut_and_held(logs) == _one_batch(logs)
+
+
+IDLE = {"fast": None, "slow": 3 * S, "mid": 2 * S}  # idle timeouts: the sources go quiet now and then
+
+
+@st.composite
+def idle_source_logs(draw):
+    """Three sources with gaps longer than their idle timeouts, each cut on its own (a cut may bring nothing)."""
+    logs = {}
+    for name in SOURCES:
+        n = draw(st.integers(0 if name == "mid" else 1, 20))
+        gaps = draw(st.lists(st.sampled_from([0, 1, 1, 2, 5, 9]), min_size=n, max_size=n))
+        arrival = np.cumsum(gaps).astype(np.int64) * S
+        delay = np.array(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n)), dtype=np.int64) * S
+        part = np.array(draw(st.lists(st.sampled_from(["0", "1"]), min_size=n, max_size=n)), dtype=object)
+        by = np.lexsort([part, arrival])
+        cuts = sorted(draw(st.lists(st.integers(0, n), max_size=6)))  # repeated: a step that brings nothing
+        logs[name] = (arrival[by], (arrival - delay)[by], part[by], cuts)
+    return logs
+
+
+def _strategies():
+    return {n: WatermarkStrategy.for_bounded_out_of_orderness(b).with_idleness(IDLE[n]) if IDLE[n]
+            else WatermarkStrategy.for_bounded_out_of_orderness(b) for n, b in SOURCES.items()}
+
+
+def _judge_all(logs):
+    """Every row of every source judged at once, in arrival order: {(source, i): (W(r), verdict)}."""
+    rows = sorted((int(a), n, str(p), i, int(e)) for n, (arr, ev, part, _) in logs.items()
+                  for i, (a, e, p) in enumerate(zip(arr, ev, part, strict=True)))
+    if not rows:
+        return {}
+    j = judge(WatermarkTracker(_strategies()), TumblingWindows(10 * S), 0, np.array([r[2] for r in rows]),
+              np.array([r[4] for r in rows]), np.array([r[0] for r in rows]), sources=np.array([r[1] for r in rows]))
+    return {(r[1], r[3]): (int(w), int(v)) for r, w, v in zip(rows, j.watermark_us, j.row_verdict, strict=True)}
+
+
+def _cut_with_idleness(logs, told: bool):
+    """Step k delivers each source's k-th chunk; ``told``: the frontier knows which sources have unread rows."""
+    chunks = {n: list(zip([0, *c], [*c, len(logs[n][0])], strict=True)) for n, (*_, c) in logs.items()}
+    steps = max(len(c) for c in chunks.values())
+    tracker, frontier, fstate = WatermarkTracker(_strategies()), ArrivalFrontier(IDLE), FrontierState()
+    held, seen, regressions = [], {}, 0
+    for k in range(steps + 1):  # the last step drains
+        new = [(int(logs[n][0][i]), n, str(logs[n][2][i]), i, int(logs[n][1][i]))
+               for n in SOURCES if k < steps and k < len(chunks[n]) for i in range(*chunks[n][k])]
+        if new:
+            regressions += len(frontier.regressions(fstate, np.array([r[1] for r in new]),
+                                                    np.array([r[0] for r in new])))
+            frontier.deliver(fstate, np.array([r[1] for r in new]), np.array([r[0] for r in new]))
+        caught_up = {n: k + 1 >= len(chunks[n]) for n in SOURCES}  # everything landed before the run
+        pool = held + new
+        mask = [True] * len(pool) if k == steps else frontier.ready(
+            fstate, np.array([r[1] for r in pool], dtype=object), np.array([r[0] for r in pool]),
+            caught_up if told else None).tolist()
+        ready = sorted(r for r, m in zip(pool, mask, strict=True) if m)
+        held = [r for r, m in zip(pool, mask, strict=True) if not m]
+        if ready:
+            j = judge(tracker, TumblingWindows(10 * S), 0, np.array([r[2] for r in ready]),
+                      np.array([r[4] for r in ready]), np.array([r[0] for r in ready]),
+                      sources=np.array([r[1] for r in ready]))
+            seen.update({(r[1], r[3]): (int(w), int(v))
+                         for r, w, v in zip(ready, j.watermark_us, j.row_verdict, strict=True)})
+    assert regressions == 0  # every source's rows come in its own arrival order
+    return seen
+
+
+@settings(max_examples=150, deadline=None)
+@given(idle_source_logs())
+def test_idleness_does_not_depend_on_the_cut(logs):
+    """Issue 31: idle timeouts, sources cut at random, landed rows waiting: one batch's answer."""
+    assert _cut_with_idleness(logs, told=True) == _judge_all(logs)
+
+
+def test_without_the_backlog_a_cut_can_fool_idleness():
+    """The same harness not told which sources have unread rows (the engine before issue 31) differs."""
+    logs = {"fast": (np.array([0, 1, 6, 7, 8]) * S, np.array([0, 1, 6, 7, 8]) * S, np.array(["0"] * 5), [5]),
+            "slow": (np.array([0, 1, 2, 3, 4]) * S, np.array([0, 0, 0, 0, 0]) * S, np.array(["0"] * 5), [1]),
+            "mid": (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object), [])}
+    assert _cut_with_idleness(logs, told=True) == _judge_all(logs)
+    assert _cut_with_idleness(logs, told=False) != _judge_all(logs)

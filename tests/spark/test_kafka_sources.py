@@ -125,3 +125,35 @@ def test_a_topic_and_a_directory_as_sources_equal_two_directories(spark, kafka_b
     assert set(late["source"]) <= {"pay", "bank"} and late[late["source"] == "pay"]["kafka_topic"].eq("pay").all()
     last = metrics[metrics["source_watermarks"].notna()].iloc[-1]
     assert sorted(dict(last["source_watermarks"])) == ["bank", "pay"]
+
+
+def test_an_idle_directory_with_files_waiting_is_not_fooled_by_the_topic_s_cut(spark, kafka_broker, tmp_path):
+    # Issue 31: bank (idle_timeout 500 ms) read one file (1.5 s of arrivals) a micro-batch, the topic 10 offsets
+    # (2.5 s, L = 0 s: its W follows its clock): the topic reads ahead, yet bank has files landed and waiting,
+    # so it is not idle; the answer is that of both read in one batch each.
+    pay, bank = _rows(30, 2, 250, 500, 7), _rows(20, 1, 500, 2_000, 3)
+    kafka_broker.create_topic("pay-idle", 2)
+    kafka_broker.produce("pay-idle", [(r["partition"], r["arrival_time"], json.dumps(
+        {k: r[k] for k in ("event_time", "key", "amount")})) for r in pay])
+    idle_bank = BANK.replace('max_out_of_orderness = "1s"', 'max_out_of_orderness = "1s", idle_timeout = "500ms"')
+    cut, whole = tmp_path / "cut", tmp_path / "whole"
+    for root in (cut, whole):
+        (root / "bank").mkdir(parents=True)
+        for i in range(0, len(bank), 3):
+            (root / "bank" / f"part-{i:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bank[i:i + 3]))
+    pay_kafka = PAY_KAFKA.format(servers=kafka_broker.bootstrap, topic="pay-idle", schema=SCHEMA)
+    (cut / "pipeline.toml").write_text(idle_bank.replace("[[source]]", "[[source]]\nmax_files_per_batch = 1")
+                                       + pay_kafka.replace('"3s"', '"0s"') + REST)
+    _land(whole / "pay", pay)
+    (whole / "pipeline.toml").write_text(idle_bank + PAY_FILES.replace('"3s"', '"0s"') + REST)
+
+    got = Engine(load_config(cut / "pipeline.toml"), spark).run(once=True, drain=True)
+    want = Engine(load_config(whole / "pipeline.toml"), spark).run(once=True, drain=True)
+    assert want.totals["rows"] == len(pay) + len(bank) and want.totals["too_late"] > 0
+    assert got.totals == want.totals
+    assert _results(spark, cut) == _results(spark, whole)
+    late = sorted(map(tuple, pd.read_parquet(cut / "out" / "late")[["source", "event_time"]].values.tolist()))
+    assert late == sorted(map(tuple, pd.read_parquet(whole / "out" / "late")[["source", "event_time"]].values.tolist()))
+    metrics = pd.read_parquet(cut / "out" / "metrics")
+    assert len(metrics) >= 5 and metrics["held_rows"].max() > 0  # the topic's rows waited for bank's files
+    assert metrics["arrival_regressions"].sum() == 0

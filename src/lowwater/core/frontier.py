@@ -19,12 +19,20 @@ partition (§2), a source whose watermark table sets ``idle_timeout`` stops
 holding the frontier once the arrival clock (the latest arrival delivered by
 any source) is more than ``idle_timeout`` past its own latest arrival; a
 source that has delivered nothing yet counts from the run's first arrival.
-Without ``idle_timeout`` a silent source holds the frontier until it delivers
-or the run drains (``F = +inf``: everything held is judged). A row of an idle
-source that arrives behind the frontier is judged when it comes, after rows
-that arrived later: counted as an arrival regression, like a file that lands
-out of order. This is the one place where a cut can change a result, and only
-with a source idle by its configured timeout, as in Flink.
+**Only a silent source goes idle**: a source with landed, unread input (told
+at each step in ``logs``: source -> caught up, False while its file log holds
+files Spark has not given it yet) is not silent, whatever the clock says: the
+other sources only ran ahead of it because Spark cut them differently, so it
+holds the frontier like any other source until it has been read. That makes
+idleness independent of the cut: a source is released at a step only when it
+is caught up, and then it is idle at every later step too (its latest arrival
+no longer moves, the clock only grows), exactly as in one batch of everything
+landed. Without ``idle_timeout`` a silent source holds the frontier until it
+delivers or the run drains (``F = +inf``: everything held is judged). A row of
+an idle source that lands after it was released, behind the frontier, is
+judged when it comes, after rows that arrived later (the planner warns): the
+one place where a cut can change a result, and only for a source that had no
+input landed at all when it went idle by its configured timeout, as in Flink.
 
 **Kafka partitions are lanes of their own.** Spark's Kafka connector cuts a
 micro-batch across partitions by offsets (``maxOffsetsPerTrigger`` in
@@ -35,13 +43,15 @@ latest delivered arrival while it still has a *backlog* (records beyond what
 was delivered); a partition that is *caught up* (Spark's end offset for the
 step reached the partition's end offset when the step ran) holds nobody back:
 it has nothing earlier to deliver. Which partitions are caught up is told at
-each step (``logs``: lane -> caught up); no idle timeout applies to a Kafka
-lane's hold, since its backlog is known. This is exact when each partition's
-record timestamps do not decrease with the offset and a record appended to a
-caught-up partition is not stamped before the rows already judged (always so
-with ``LogAppendTime``; with ``CreateTime`` when producers stamp the current
-time): otherwise the late-stamped record is judged when it comes and the step
-counts an arrival regression.
+each step (``logs``: lane -> caught up, next to the file sources'); no idle
+timeout applies to a Kafka lane's hold, since its backlog is known. This is
+exact when each partition's record timestamps do not decrease with the offset
+and a record appended to a caught-up partition is not stamped before the rows
+already judged (always so with ``LogAppendTime``; with ``CreateTime`` when
+producers stamp the current time): otherwise the late-stamped record is
+judged when it comes, counted as an arrival regression if it precedes its own
+partition's earlier records (:meth:`ArrivalFrontier.regressions`), warned
+about otherwise.
 
 Ties: arrival order is ``(arrival_time, source, partition, offset)``. A lane's
 *tie key* (:func:`tie_key`) is its ``(source, partition)``: a row at the same
@@ -113,16 +123,39 @@ class ArrivalFrontier:
             mine = arr[names == name]
             state.latest_us[name] = max(state.latest_us.get(name, NEG_INF), int(mine.max()))
 
+    def regressions(
+        self, state: FrontierState, sources: np.ndarray, arrival_us: np.ndarray,
+    ) -> list[tuple[str, int, int]]:
+        """Lanes whose new rows arrive before what they delivered earlier: ``(lane, earliest, latest before)``.
+
+        Call before :meth:`deliver`, with a micro-batch's new rows only (rows
+        carried from the held store were delivered before). Each lane is
+        compared with its own past, never with another source that reads
+        ahead of it: only input that really landed out of its arrival order
+        counts (``arrival_regressions``).
+        """
+        arr = np.asarray(arrival_us, dtype=np.int64)
+        names = np.asarray(sources)
+        out = []
+        for name in np.unique(names).tolist():
+            earliest, before = int(arr[names == name].min()), state.latest_us.get(name, NEG_INF)
+            if earliest < before:
+                out.append((name, earliest, before))
+        return out
+
     def clock_us(self, state: FrontierState) -> int:
         """The arrival clock: the latest arrival any source has delivered."""
         return max(state.latest_us.values(), default=NEG_INF)
 
-    def idle(self, state: FrontierState) -> list[str]:
-        """Sources that no longer hold the frontier (silent for longer than their ``idle_timeout``)."""
+    def idle(self, state: FrontierState, logs: Mapping[str, bool] | None = None) -> list[str]:
+        """Sources that no longer hold the frontier: silent for longer than their ``idle_timeout``.
+
+        A source that ``logs`` says is not caught up (landed, unread input) is never idle.
+        """
         clock = self.clock_us(state)
         out = []
         for name, timeout in self.idle_timeout_us.items():
-            if timeout is None or clock <= NEG_INF:
+            if timeout is None or clock <= NEG_INF or not (logs or {}).get(name, True):
                 continue
             since = state.latest_us.get(name, NEG_INF)
             since = state.start_us if since <= NEG_INF else since
@@ -133,12 +166,14 @@ class ArrivalFrontier:
     def holding(self, state: FrontierState, logs: Mapping[str, bool] | None = None) -> list[tuple[int, str]]:
         """The lanes that hold the frontier, as sorted ``(latest arrival, lane)``.
 
-        The file sources that are not idle, and the Kafka lanes of ``logs``
-        (lane -> caught up) that still have a backlog.
+        The file sources that are not idle (a file source with unread files in
+        ``logs`` never is), and the Kafka lanes of ``logs`` (lane -> caught up)
+        that still have a backlog.
         """
-        idle = set(self.idle(state))
+        idle = set(self.idle(state, logs))
         out = [(state.latest_us.get(name, NEG_INF), name) for name in self.idle_timeout_us if name not in idle]
-        out += [(state.latest_us.get(lane, NEG_INF), lane) for lane, done in (logs or {}).items() if not done]
+        out += [(state.latest_us.get(lane, NEG_INF), lane) for lane, done in (logs or {}).items()
+                if not done and lane not in self.idle_timeout_us]
         return sorted(out)
 
     def frontier_us(self, state: FrontierState, logs: Mapping[str, bool] | None = None) -> int:
@@ -163,7 +198,7 @@ class ArrivalFrontier:
         """
         holding = self.holding(state, logs)
         out: dict[str, tuple[int, str] | None] = {}
-        for name in [*self.idle_timeout_us, *(logs or {}), *lanes]:
+        for name in dict.fromkeys([*self.idle_timeout_us, *(logs or {}), *lanes]):
             others = [(a, t) for a, t in holding if t != name]
             out[name] = others[0] if others else None
         return out

@@ -137,6 +137,10 @@ class UnionSource:
         rows = reduce(lambda a, b: a.unionByName(b), frames)
         return Admitted(rows, tuple(files), tuple(out_of_order), n_ooo)
 
+    def landed(self) -> dict[str, int]:
+        """Each file source's log length now: the files landed so far (io/file_backlog.py)."""
+        return {name: len(src.log) for name, src in self.parts.items()}
+
     def empty(self) -> DataFrame:
         """No rows, in the union's schema (a step that only judges held rows)."""
         return self.spark.createDataFrame([], self.layout)

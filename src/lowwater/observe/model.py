@@ -110,8 +110,8 @@ FIGURES: tuple[Figure, ...] = (
            progress="revisions"),
     Figure("lowwater_out_of_order_files_total", "counter", "Files read out of name order.",
            column="out_of_order_files"),
-    Figure("lowwater_arrival_regressions_total", "counter", "Steps whose earliest arrival went backwards.",
-           column="arrival_regressions"),
+    Figure("lowwater_arrival_regressions_total", "counter",
+           "Steps with input landed out of its source's arrival order.", column="arrival_regressions"),
 )
 BY_NAME = {f.name: f for f in FIGURES}
 

@@ -46,6 +46,7 @@ from lowwater.core.frontier import FrontierState, lane_label
 from lowwater.core.lateness import DRAINED_REASON
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.io.checkpoint import admit_after_drain, check_fingerprint, fingerprint
+from lowwater.io.file_backlog import FileBacklogs
 from lowwater.io.files import CORRUPT, PARSE_CONF, resolve_schema, resolve_source_schema
 from lowwater.io.kafka import kafka_rows_layout
 from lowwater.io.kafka_logs import KafkaLogs
@@ -169,6 +170,9 @@ class Engine:
         # Kafka: which partitions are caught up at a step (io/kafka_logs.py); their rows' lanes (spark/ready.py).
         kafka = [s.name for s in cfg.sources if s.kafka is not None]
         self.kafka_logs = KafkaLogs(spark, cfg) if kafka else None
+        # A file source that may go idle: which ones have landed, unread files at a step (io/file_backlog.py).
+        idle_files = any(s.kafka is None and s.watermark.idle_timeout_us is not None for s in cfg.sources)
+        self.file_backlogs = FileBacklogs(self.fs, cfg) if cfg.multi_source and idle_files else None
         self.logs: dict[str, bool] | None = None
         self.lane = lane_column(kafka, None if cfg.named_sources else cfg.source.name) if self.held else None
         types = {f.name: f.dataType for f in self.schema.fields}
@@ -246,8 +250,8 @@ class Engine:
             who = f"source {holder!r}" if holder == lane_label(holder) else f"Kafka partition {lane_label(holder)}"
             log.warning(
                 "%d row(s) held behind the arrival frontier: %s has delivered nothing after %s; they are "
-                "judged when it does, when it goes idle (its watermark's idle_timeout; a Kafka partition: when "
-                "it is caught up), or at --drain",
+                "judged when it does, when it goes idle (its watermark's idle_timeout, once none of its files is "
+                "left unread; a Kafka partition: when it is caught up), or at --drain",
                 manifest.held_rows, who, format_ts(self.planner.frontier.frontier_us(state, self.logs)),
             )
         if once or drain:
@@ -310,8 +314,8 @@ class Engine:
             if prev.drained and compact.num_rows:  # refused before anything is written (io/checkpoint.py)
                 admit_after_drain(cfg, compact.num_rows, self.after_drain)
             t_collect = time.monotonic()
-            logs = None if release or self.kafka_logs is None else self.kafka_logs.logs(spark_batch)
-            self.logs = logs  # the Kafka partitions caught up at the last step (the held-rows warning names the holder)
+            logs = None if release else self._logs(spark_batch)
+            self.logs = logs  # the inputs caught up at the last step (the held-rows warning names the holder)
             plan = replace(self.planner.plan(compact, tracker, prev, release=release, logs=logs), admit_us=admit_us)
             t_plan = time.monotonic()
             # The dead letters and the held rows depend on nothing the operator does: written side by
@@ -350,6 +354,16 @@ class Engine:
             step, t_collect - t0, t_plan - t_collect, t_fold - t_plan, time.monotonic() - t_fold,
         )
         return report
+
+    def _logs(self, spark_batch: int) -> dict[str, bool] | None:
+        """Which inputs have nothing landed and unread at this step: Kafka partitions and file sources."""
+        logs: dict[str, bool] = {}
+        if self.kafka_logs is not None:
+            logs.update(self.kafka_logs.logs(spark_batch))
+        landed = getattr(self.control.source, "landed", None)  # the running query's file logs (io/sources.py)
+        if self.file_backlogs is not None and landed is not None:
+            logs.update(self.file_backlogs.logs(spark_batch, landed()))
+        return logs or None
 
     def _ensure_outputs(self) -> None:
         """Once per engine: every output exists and reads as an empty table with its columns (``io/sink``)."""

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lowwater.config import PipelineConfig
-from lowwater.core.frontier import LANE_SEP, ArrivalFrontier, FrontierState
+from lowwater.core.frontier import LANE_SEP, ArrivalFrontier, FrontierState, lane_label
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import PartitionCodes, WatermarkTracker
@@ -99,24 +99,28 @@ class StepPlanner:
 
     def _hold(
         self, compact: pa.Table, prev: Manifest, release: bool, logs: dict[str, bool] | None,
-    ) -> tuple[pa.Table, int, dict, dict | None]:
+    ) -> tuple[pa.Table, int, dict, dict | None, tuple[int, int, str] | None]:
         """Deliver the new rows to the frontier; the valid rows it lets through, held count.
 
         Returns (rows to judge, rows held, the frontier's state, its per-lane bounds or None when
-        every row is judged). ``release`` (the drain) judges everything held. ``logs``: the Kafka
-        partitions' lanes, True when caught up (io/kafka_logs.py).
+        every row is judged, the first lane whose new rows arrive before its own earlier ones).
+        ``release`` (the drain) judges everything held. ``logs``: Kafka partitions' lanes and file
+        sources, True when caught up (io/kafka_logs.py, io/file_backlog.py).
         """
         assert self.frontier is not None
         state = FrontierState.from_json(prev.frontier)
         lanes = self.lanes(compact)
         new = pc.invert(compact.column("_carried")).to_numpy(zero_copy_only=False)
-        self.frontier.deliver(state, lanes[new], compact.column("_arrival_us").to_numpy()[new])
+        arrival = compact.column("_arrival_us").to_numpy()
+        back = self.frontier.regressions(state, lanes[new], arrival[new])  # carried rows were delivered before
+        regression = min(((a, b, lane_label(lane)) for lane, a, b in back), default=None)
+        self.frontier.deliver(state, lanes[new], arrival[new])
         if release:
-            return compact, 0, state.to_json(), None
-        ready = self.frontier.ready(state, lanes, compact.column("_arrival_us").to_numpy(), logs)
+            return compact, 0, state.to_json(), None, regression
+        ready = self.frontier.ready(state, lanes, arrival, logs)
         bounds = self.frontier.bounds(state, logs, np.unique(lanes).tolist())
         held = int((~ready).sum())
-        return compact.filter(pa.array(ready)), held, state.to_json(), bounds
+        return compact.filter(pa.array(ready)), held, state.to_json(), bounds, regression
 
     def plan(
         self, compact: pa.Table, tracker: WatermarkTracker, prev: Manifest, release: bool = False,
@@ -133,9 +137,9 @@ class StepPlanner:
         valid = compact.filter(pc.invert(pc.is_valid(compact.column("_dead"))))
         if prev.tracker is None:  # the first step of a checkpoint
             self._check_time_units(valid, compact)
-        held, frontier, bounds = 0, None, None
+        held, frontier, bounds, own_regression = 0, None, None, None
         if self.frontier is not None:
-            valid, held, frontier, bounds = self._hold(valid, prev, release, logs)
+            valid, held, frontier, bounds, own_regression = self._hold(valid, prev, release, logs)
         n = valid.num_rows
 
         def col(name: str) -> np.ndarray | None:
@@ -154,9 +158,18 @@ class StepPlanner:
             files = valid.column("_file")
             source_order = [_codes(files, _sorted_unique(files)), col("_block"), rid]
         arrival = col("_arrival_us")
-        latest_before = tracker.state.clock_us  # the latest arrival of the steps before
+        latest_before = tracker.state.clock_us  # the latest arrival judged in the steps before
         earliest = int(arrival.min()) if arrival is not None and n else None
-        regressed = earliest is not None and NEG_INF < latest_before and earliest < latest_before
+        behind = earliest is not None and NEG_INF < latest_before and earliest < latest_before
+        # Out of arrival order: one source alone, against its own past. With the arrival frontier each
+        # lane against what it delivered before (another source reading ahead is no regression); rows
+        # judged behind the clock without one are an idle source's (the cut-dependent case, warned).
+        regression = (earliest, latest_before, None) if behind and self.frontier is None else own_regression
+        late_idle = None
+        if behind and self.frontier is not None and own_regression is None:
+            lanes = self.lanes(valid)
+            first = int(np.argmin(arrival))
+            late_idle = (earliest, latest_before, lane_label(str(lanes[first])))
         order = arrival_order(n, arrival, pcode, col("_offset"), source_order)
         sources = None
         if self.cfg.multi_source:
@@ -201,7 +214,8 @@ class StepPlanner:
             watermark=w_new,
             clock=int(arrival.max()) if arrival is not None and n else None,
             now_us=now_us,
-            arrival_regression=(earliest, latest_before) if regressed else None,
+            arrival_regression=regression,
+            behind=late_idle,
             markers=j.markers,
             regressions=tracker.state.regressions_ignored - regressions_before,
             held=held,

@@ -55,7 +55,11 @@ class StepPlan:
     clock: int | None
     now_us: int
     admit_us: int | None = None
-    arrival_regression: tuple[int, int] | None = None  # (earliest arrival of the step, latest before)
+    # Input that landed out of its own arrival order: (earliest arrival, that input's latest before, the
+    # source or Kafka partition; None for a single file source). ``behind``: rows of a source released by
+    # its idle_timeout judged after rows that arrived later (the cut-dependent case), same layout.
+    arrival_regression: tuple[int, int, str | None] | None = None
+    behind: tuple[int, int, str] | None = None
     markers: int = 0  # marker rows consumed (punctuated sources): they move W, they are not data
     regressions: int = 0  # watermark proposals ignored in this step (W is monotone)
     # Several sources: valid rows held behind the arrival frontier (not judged in this step), the
@@ -153,10 +157,19 @@ def count_out_of_order(report: StepReport, plan: StepPlan, admitted: Admitted | 
     regression = plan.arrival_regression
     if regression is not None:
         report.arrival_regressions = 1
+        earliest, before, who = regression
         log.warning(
-            "step %d: earliest arrival %s is before the latest arrival of the steps before (%s): its files "
-            "landed out of arrival order (metrics: arrival_regressions)",
-            report.step, format_ts(regression[0]), format_ts(regression[1]),
+            "step %d: earliest arrival %s%s is before the latest arrival it delivered in the steps before (%s): "
+            "its input landed out of arrival order (metrics: arrival_regressions)",
+            report.step, format_ts(earliest), "" if who is None else f" of {who}", format_ts(before),
+        )
+    if plan.behind is not None:
+        earliest, before, who = plan.behind
+        log.warning(
+            "step %d: %s delivered rows arriving from %s, before rows already judged (up to %s): it had nothing "
+            "landed and was not waited for (idle by its idle_timeout, or a caught-up Kafka partition); judged "
+            "now, after them (README: several sources)",
+            report.step, who, format_ts(earliest), format_ts(before),
         )
 
 
