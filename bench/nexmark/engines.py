@@ -219,7 +219,7 @@ def counts_json(path: Path) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame({"window_end_ms": [], "count": []})
     df = pd.concat(frames)
-    end = pd.to_datetime(df["window_end"], utc=True).astype("datetime64[ms, UTC]").astype("int64")
+    end = pd.to_datetime(df["window_end"], utc=True, format="ISO8601").astype("datetime64[ms, UTC]").astype("int64")
     return pd.DataFrame({"window_end_ms": end.to_numpy(), "count": df["count"].to_numpy()})
 
 
