@@ -142,7 +142,10 @@ def add_row_where(p: list, values: Sequence, summed: Sequence[bool]) -> None:
 
     Strings, dates and timestamps are counted and compared (``min``/``max``),
     never added: their ``sum`` field stays null, as ``count``/``min``/``max``
-    of them read only the other fields (``core/aggregates.NEEDS``).
+    of them read only the other fields (``core/aggregates.NEEDS``). Kept beside
+    :func:`add_row`, not under it: that one is the session machine's per-row
+    path for all-numeric values (``core/sessions.py`` picks it when every
+    column is summed), where a per-value flag test would cost every row.
     """
     p[0] += 1
     i = 1
