@@ -1,14 +1,17 @@
 """Executor side of a step: verdicts per (row, window), folded into partials.
 
 Each task receives its rows (Arrow record batches, ``mapInArrow``) with their
-row id, looks up ``W(r)`` and the arrival sequence number in the broadcast from
-the driver, assigns windows and classifies with the same core functions the
-driver used, and emits one frame:
+``W(r)`` and arrival order attached (``spark/clocked.py``: ``_w``, ``_seq``,
+``_seq_minor``), assigns windows and classifies with the core functions, and
+emits one frame:
 
 * ``_kind = "P"``: on-time partial aggregates per (key, window) of this task;
-* ``_kind = "L"``: one partial per late-update pair, with its ``_seq``;
+* ``_kind = "L"``: one partial per late-update pair, with its ``_seq``/``_seq_minor``;
 * ``_kind = "T"``: one row per too-late pair, carrying the whole input row
-  (``_in_<column>``) for the late output.
+  (``_in_<column>``) for the late output;
+* ``_kind = "A"``: the task's row-level accounting (SEMANTICS.md §6: a row
+  counts once, by the worst verdict over its windows): ``_w`` the verdict,
+  ``_seq`` how many rows.
 
 Aggregating inside the task (Arrow's hash aggregation, no pandas) keeps what
 crosses back to the JVM proportional to (keys x windows), not to rows.
@@ -25,7 +28,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config import PipelineConfig
-from lowwater.core.lateness import Lateness, classify
+from lowwater.core.lateness import Lateness, classify, row_verdicts
 from lowwater.core.partials import ROWS, SUM, VALUE_FIELDS
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
@@ -91,6 +94,7 @@ def contrib_schema(layout: StateLayout, payload: list[T.StructField] | None) -> 
     fields += [
         T.StructField("_kind", T.StringType()),
         T.StructField("_seq", T.LongType()),
+        T.StructField("_seq_minor", T.LongType()),
         T.StructField("_w", T.LongType()),
     ]
     fields += [T.StructField(PAYLOAD + f.name, f.dataType, True) for f in payload or []]
@@ -120,6 +124,7 @@ def _fold_on_time(
                 out[f.column(j)] = g.column(f"_v{j}_{f.fold}").combine_chunks()
     out["_kind"] = pa.array(["P"] * g.num_rows, pa.string())
     out["_seq"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
+    out["_seq_minor"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
     out["_w"] = pa.array(np.zeros(g.num_rows, dtype=np.int64))
     return out, g.num_rows
 
@@ -129,7 +134,6 @@ def make_contribute(
     assigner: WindowAssigner,
     grace_us: int,
     max_future_skew_us: int | str | None,
-    lookup,  # noqa: ANN001 - a Spark Broadcast of (rids, watermarks, seqs), sorted by rid
     payload: list[str] | None,
     has_arrival: bool,
     out_schema: T.StructType,
@@ -164,23 +168,19 @@ def make_contribute(
     adds = [summed(t) for t in value_types]
 
     def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        rids, ws, seqs = lookup.value
         on_tables: list[pa.Table] = []
         other: list[pa.RecordBatch] = []
+        row_counts = np.zeros(3, dtype=np.int64)
         for b in batches:
             if b.num_rows == 0:
                 continue
-            rid = b.column("_rid").to_numpy()
-            i = np.minimum(np.searchsorted(rids, rid), max(len(rids) - 1, 0))
-            if len(rids) == 0 or not np.array_equal(rids[i], rid):
-                msg = "row ids differ from the driver's plan: the micro-batch was not re-read identically"
-                raise RuntimeError(msg)
-            w, seq = ws[i], seqs[i]
+            w, seq, minor = (b.column(c).to_numpy() for c in ("_w", "_seq", "_seq_minor"))
             arrival = b.column("_arrival_us").to_numpy() if has_arrival else None
             skew = None if arrival is None else skew_of(b, max_future_skew_us)
             event, _ = clip_future(b.column("_event_us").to_numpy(), arrival, skew)
             pairs = assigner.assign(event)
             verdict = classify(pairs.end, w[pairs.row], grace_us)
+            row_counts += np.bincount(row_verdicts(pairs.row, verdict, b.num_rows).astype(np.int64), minlength=3)
             take = pa.array(pairs.row)
             cols: dict[str, pa.Array] = {k: b.column(k).take(take) for k in keys}
             cols["window_start"] = pa.array(pairs.start)
@@ -200,6 +200,7 @@ def make_contribute(
                 part.update(one_row_partials(part, len(sel)))
                 part["_kind"] = pa.array([kind] * len(sel), pa.string())
                 part["_seq"] = pa.array(seq[pairs.row[sel]])
+                part["_seq_minor"] = pa.array(minor[pairs.row[sel]])
                 part["_w"] = pa.array(w[pairs.row[sel]])
                 if kind == "T" and payload:
                     rows = pa.array(pairs.row[sel])
@@ -209,5 +210,8 @@ def make_contribute(
         if on_tables:
             yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, values, value_types, adds, checked))
         yield from other
+        if row_counts.any():
+            yield shaped({"_kind": pa.array(["A"] * 3, pa.string()), "_w": pa.array(np.arange(3, dtype=np.int64)),
+                          "_seq": pa.array(row_counts)}, 3)
 
     return contribute

@@ -57,6 +57,7 @@ from lowwater.io.sink import Sink, Sinks
 from lowwater.io.source import Admitted
 from lowwater.io.sources import source_state_dir, to_layout, union_layout, union_payload
 from lowwater.observe.hub import Observers
+from lowwater.spark.clocked import ClockedRows, lookup_attach, lookup_needs
 from lowwater.spark.columns import select
 from lowwater.spark.fs import HadoopFS
 from lowwater.spark.held import CARRIED, HeldRows
@@ -67,6 +68,7 @@ from lowwater.spark.parse import normalise, normalise_source, unit_matters
 from lowwater.spark.planner import StepPlanner
 from lowwater.spark.query import QueryControl, StopRequested
 from lowwater.spark.ready import judged_rows, lane_column
+from lowwater.spark.row_clock import ExecutorClock, plan_of, unavailable
 from lowwater.spark.state import Manifest
 from lowwater.spark.step import (
     ORDER_KEYS,
@@ -200,6 +202,9 @@ class Engine:
             sinks.append(DeltaSink(spark, cfg.output.path, cfg.window.key, app_id(self.fs, self.lw_dir)))
         self.sinks = Sinks(spark, sinks)
         self.planner = StepPlanner(cfg, unit, lambda: self.clock())
+        # Where W(r) is computed (ADR 0032): on the executors where the pipeline allows, else on the driver.
+        forced = os.environ.get("LOWWATER_ROW_CLOCK", "").strip().lower() == "driver"
+        self.row_clock = ExecutorClock(cfg) if unavailable(cfg) is None and not forced else None
         self.operator: WindowOperator = OPERATORS[cfg.window.type](
             cfg, spark, self.layout, f"{self.lw_dir}/state", self.sinks, self.schema, lambda: self.clock(),
         )
@@ -310,13 +315,27 @@ class Engine:
                 if carried is not None:
                     parsed = parsed.unionByName(carried)
             parsed = parsed.withColumn("_rid", F.monotonically_increasing_id())
-            compact = select(parsed, self.planner.compact_columns()).toArrow()
-            if prev.drained and compact.num_rows:  # refused before anything is written (io/checkpoint.py)
-                admit_after_drain(cfg, compact.num_rows, self.after_drain)
-            t_collect = time.monotonic()
             logs = None if release else self._logs(spark_batch)
             self.logs = logs  # the inputs caught up at the last step (the held-rows warning names the holder)
-            plan = replace(self.planner.plan(compact, tracker, prev, release=release, logs=logs), admit_us=admit_us)
+            if self._executors_keep_clock(prev, release):
+                clocked = self.row_clock.step(parsed, tracker, cache)
+                if prev.drained and clocked.counts.rows + clocked.dead:  # refused before anything is written
+                    admit_after_drain(cfg, clocked.counts.rows + clocked.dead, self.after_drain)
+                t_collect = time.monotonic()
+                plan = replace(plan_of(clocked, tracker.state.clock_us, self.clock()), admit_us=admit_us)
+                tracker = clocked.tracker
+            else:
+                compact = select(parsed, self.planner.compact_columns()).toArrow()
+                if prev.drained and compact.num_rows:  # refused before anything is written (io/checkpoint.py)
+                    admit_after_drain(cfg, compact.num_rows, self.after_drain)
+                t_collect = time.monotonic()
+                plan = self.planner.plan(compact, tracker, prev, release=release, logs=logs)
+                assert plan.lookup is not None
+                markers = self.planner.markers
+                rows = ClockedRows(judged_rows(parsed, plan.ready_bounds, markers=markers, lane=self.lane),
+                                   lookup_attach(self.spark.sparkContext.broadcast(plan.lookup), markers),
+                                   lookup_needs(markers), len(plan.lookup[0]))
+                plan = replace(plan, admit_us=admit_us, rows=rows)
             t_plan = time.monotonic()
             # The dead letters and the held rows depend on nothing the operator does: written side by
             # side with it (spark/jobs.py), all finished before the commit.
@@ -354,6 +373,16 @@ class Engine:
             step, t_collect - t0, t_plan - t_collect, t_fold - t_plan, time.monotonic() - t_fold,
         )
         return report
+
+    def _executors_keep_clock(self, prev: Manifest, release: bool) -> bool:
+        """The executors' row clock (``spark/row_clock.py``) runs this step; else the driver plans every row.
+
+        The first step of a checkpoint whose event times are numbers checks their ``time_unit`` on the
+        driver (``StepPlanner``), which needs the rows there.
+        """
+        if self.row_clock is None or release:
+            return False
+        return prev.tracker is not None or not any(self.planner.unit_matters.values())
 
     def _logs(self, spark_batch: int) -> dict[str, bool] | None:
         """Which inputs have nothing landed and unread at this step: Kafka partitions and file sources."""

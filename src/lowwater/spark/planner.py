@@ -190,14 +190,7 @@ class StepPlanner:
         # The early trigger is evaluated at the step's watermark, at this processing time.
         now_us = self.clock()
         early = self.cfg.early
-        waiting: set[int] = set()
-        if early is not None and early.every_us is not None:
-            # Open buckets whose longest-waiting window may be due with no new rows.
-            waiting = {
-                b for b, info in prev.buckets.items()
-                if not info.fired and info.pending_since_us is not None
-                and now_us - info.pending_since_us >= early.every_us
-            }
+        due = prev.due(w_new, now_us, early.every_us if early is not None else None)
         on_time_ends = j.pairs.end[j.verdict == Lateness.ON_TIME]
         # Does any window fire in this step (stored, or opened by this batch and closed by its own W)?
         # If not and there are no late updates, the step emits nothing: no results job (operators/windowed.py).
@@ -209,7 +202,7 @@ class StepPlanner:
             accounting=acc,
             pair_counts=np.bincount(j.verdict.astype(np.int64), minlength=3),
             lookup=(rid_sorted[by_rid], j.watermark_us[by_rid], j.seq[by_rid]),
-            read=frozenset(touched | to_fire | waiting),
+            read=frozenset(touched | due),
             fires=fires,
             watermark=w_new,
             clock=int(arrival.max()) if arrival is not None and n else None,
@@ -218,6 +211,8 @@ class StepPlanner:
             behind=late_idle,
             markers=j.markers,
             regressions=tracker.state.regressions_ignored - regressions_before,
+            clipped=acc.clipped,
+            min_event_us=int(j.event_us.min()) if len(j.event_us) else None,
             held=held,
             frontier=frontier,
             ready_bounds=bounds,

@@ -1,77 +1,135 @@
-"""The row clock on the executors: ``W(r)`` as a column, without collecting the rows (ADR 0024).
+"""The executors' row clock: ``W(r)`` where the rows are, the driver folding summaries only (ADR 0024, 0031).
 
-Three Spark-side steps around the pure ``core/row_clock``:
+A step, around the pure ``core/row_clock``:
 
-1. pass 1, one group per source partition (``applyInArrow`` grouped by
-   ``_psort``): the rows put in arrival order within the partition, the
-   partition's unchanged generator run from its snapshot, only its summary
-   (critical rows, snapshot) returned -- O(change points), not O(rows);
-2. the driver ranks the partitions (ties at one arrival go in partition
-   order, as in ``StepPlanner.plan``) and folds the summaries into the step
-   function of ``W`` and the next tracker state;
-3. pass 2, again per partition: each row's key ``(arrival, rank, position)``
-   looked up in the step function (shipped with the task: kilobytes).
+1. the rows are laid out once: hash-partitioned by source partition and sorted
+   within it in arrival order (the planner's order: arrival, then offset, file,
+   block, row id), and persisted for the step;
+2. pass 1 (one Python pass per task, ``mapInArrow``) runs each source
+   partition's **unchanged** generator from its snapshot and returns only its
+   summary (critical rows, snapshot) plus a few counts -- O(change points),
+   not O(rows) -- and the task's dead-letter count;
+3. the driver ranks the partitions (ties at one arrival go in partition
+   order, as in ``StepPlanner.plan``) and folds the summaries into ``W`` as a
+   step function over arrival keys and the tracker's next state;
+4. the operator's own pass attaches ``W(r)`` from each row's key
+   ``(arrival, rank << 40 | position in its partition)`` (``spark/clocked.py``):
+   the step function travels with the task (kilobytes).
 
-Not wired into the engine yet; scope: one source with an arrival clock (the
-arrival frontier of several sources and Kafka lanes stays in the planner).
+What crosses to the driver does not grow with the rows. The scope is one
+source with an arrival clock and no arrival frontier (:func:`unavailable`
+says why another pipeline keeps the driver's clock).
 """
 
 from __future__ import annotations
 
 import pickle
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lowwater.config import PipelineConfig
 from lowwater.core.row_clock import FoldCounts, PartitionSummary, WatermarkStepFunction, fold, gap_for
 from lowwater.core.row_clock import summarise_partition as summarise
 from lowwater.core.row_clock.keys import pack, unpack
+from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.tracker_state import DEFAULT_SOURCE, TrackerState
-from lowwater.core.watermarks import PartitionRows, WatermarkStrategy
+from lowwater.core.watermarks import PartitionRows, WatermarkStrategy, clip_future
+from lowwater.spark.clocked import Attach, Batches, ClockedRows, with_clock
+from lowwater.spark.step import StepPlan
+from lowwater.time import NEG_INF
 
 _RANK_SHIFT = 40  # minor = partition rank << 40 | position in the partition's batch (2^40 rows a step)
-W_COLUMN = "w_us"
+_SUMMARY = T.StructType([T.StructField("summary", T.BinaryType()), T.StructField("dead", T.LongType())])
 
 
-def _in_order(table: pa.Table) -> pa.Table:
-    """One partition's rows in arrival order: arrival, offset, then the source's own order (file, block, row id)."""
-    keys = [c for c in ("_arrival_us", "_offset", "_file", "_block", "_rid") if c in table.column_names]
-    return table.take(pc.sort_indices(table, sort_keys=[(c, "ascending") for c in keys]))
+def unavailable(cfg: PipelineConfig) -> str | None:
+    """Why this pipeline keeps the driver's clock, or None when the executors can keep it."""
+    if cfg.join is not None:
+        return "the interval join runs on the driver"
+    if cfg.multi_source:
+        return "several sources wait behind the arrival frontier"
+    if cfg.source.kafka is not None:
+        return "a Kafka topic's partitions are lanes of the arrival frontier"
+    if not cfg.source.arrival_time:
+        return "without an arrival clock arrival order is the files' order across partitions"
+    return None
 
 
-def _name(table: pa.Table) -> tuple[object, str]:
-    """The partition's sort value and its name as the tracker keys it (``StepPlanner.plan``: ``str`` of ``_psort``)."""
-    value = table.column("_psort")[0].as_py()
-    return value, str(value)
+def order_columns(cfg: PipelineConfig) -> list[str]:
+    """Arrival order within a partition, as ``StepPlanner`` collects and sorts it."""
+    src = cfg.source
+    cols = ["_arrival_us"]
+    if src.offset:
+        cols.append("_offset")
+    if not (src.arrival_time and src.offset):
+        cols += ["_file", "_block"]
+    return [*cols, "_rid"]
 
 
-def _summaries(
-    valid: DataFrame, strategy: WatermarkStrategy, state: TrackerState | None, markers: bool,
-) -> list[tuple[object, PartitionSummary]]:
-    """Pass 1: one summary per partition, from its snapshot in ``state`` (collected: small)."""
+@dataclass(frozen=True)
+class PartitionStats:
+    """What pass 1 says of a partition's data rows beside its summary: clipped rows, the earliest event time."""
+
+    data_rows: int
+    clipped: int
+    min_event_us: int | None
+
+
+def _segments(psort: pa.Array) -> list[tuple[int, int]]:
+    """The runs of equal ``_psort`` in a sorted batch: (start, end) pairs."""
+    n = len(psort)
+    if n == 0:
+        return []
+    change = np.flatnonzero(pc.not_equal(psort[1:], psort[:-1]).to_numpy(zero_copy_only=False)) + 1 if n > 1 else []
+    starts = [0, *np.asarray(change, dtype=np.int64).tolist()]
+    return list(zip(starts, [*starts[1:], n], strict=True))
+
+
+def _pass_one(source: str, strategy: WatermarkStrategy, state: TrackerState | None, markers: bool):  # noqa: ANN202
+    """The ``mapInArrow`` function of pass 1 (a closure that pickles to the executors)."""
     snapshots = {} if state is None else {p: state.snapshot_of(i) for i, p in enumerate(state.partitions)}
-    gap = gap_for({DEFAULT_SOURCE: strategy})
+    gap = gap_for({source: strategy})
+    skew = strategy.max_future_skew_us
 
-    def one(table: pa.Table) -> pa.Table:
-        t = _in_order(table)
-        value, name = _name(t)
-        if t.column("_arrival_us").null_count:
-            msg = "the row clock needs an arrival clock (source.arrival_time)"
+    def run(batches: Batches) -> Batches:
+        got = [b for b in batches if b.num_rows]
+        if not got:
+            return
+        t = pa.Table.from_batches(got).combine_chunks()
+        dead = pc.is_valid(t.column("_dead"))
+        yield pa.RecordBatch.from_pydict({"summary": [None], "dead": [int(pc.sum(dead).as_py() or 0)]}, _ARROW)
+        valid = t.filter(pc.invert(dead))
+        psort = valid.column("_psort").combine_chunks() if valid.num_rows else pa.array([])
+        if psort.null_count:
+            msg = "a valid row without a partition reached the row clock"
             raise ValueError(msg)
-        arrival = t.column("_arrival_us").to_numpy()
-        marker = t.column("_marker").to_numpy(zero_copy_only=False).astype(bool) if markers else None
-        rows = PartitionRows(t.column("_event_us").to_numpy(), arrival, marker)
-        s = summarise(strategy, name, snapshots.get(name), rows, arrival, np.arange(t.num_rows), gap_us=gap)
-        return pa.table({"summary": pa.array([pickle.dumps((value, s))], pa.binary())})
+        event_all, arrival_all = valid.column("_event_us").to_numpy(), valid.column("_arrival_us").to_numpy()
+        marker_all = (pc.fill_null(valid.column("_marker"), False).to_numpy(zero_copy_only=False).astype(bool)
+                      if markers else None)
+        for lo, hi in _segments(psort):
+            value = psort[lo].as_py()
+            name = str(value)
+            arrival, event = arrival_all[lo:hi], event_all[lo:hi]
+            marker = None if marker_all is None else marker_all[lo:hi]
+            rows = PartitionRows(event, arrival, marker)
+            s = summarise(strategy, name, snapshots.get(name), rows, arrival, np.arange(hi - lo), source=source,
+                          gap_us=gap)
+            data = slice(None) if marker is None else ~marker
+            clipped_ev, clipped = clip_future(event[data], arrival[data], skew)
+            stats = PartitionStats(len(clipped_ev), int(clipped.sum()),
+                                   int(clipped_ev.min()) if len(clipped_ev) else None)
+            blob = pickle.dumps((value, s, stats))
+            yield pa.RecordBatch.from_pydict({"summary": [blob], "dead": [0]}, _ARROW)
 
-    schema = T.StructType([T.StructField("summary", T.BinaryType())])
-    got = valid.groupBy("_psort").applyInArrow(one, schema).collect()
-    return [pickle.loads(r["summary"]) for r in got]  # noqa: S301 -- our own executors' output
+    return run
+
+
+_ARROW = pa.schema([("summary", pa.binary()), ("dead", pa.int64())])
 
 
 def _ranked(summaries: list[tuple[object, PartitionSummary]]) -> tuple[list[PartitionSummary], dict[str, int]]:
@@ -85,32 +143,113 @@ def _ranked(summaries: list[tuple[object, PartitionSummary]]) -> tuple[list[Part
     return out, ranks
 
 
-def _lookup(valid: DataFrame, step: WatermarkStepFunction, ranks: dict[str, int]) -> DataFrame:
-    """Pass 2: every row's ``W(r)`` from its key, by the step function (shipped with the task)."""
+def executor_attach(step: WatermarkStepFunction, ranks: dict[str, int], markers: bool) -> Attach:
+    """Each row's ``W(r)`` from its key: its partition's rank and its position in the partition's sorted run."""
 
-    def one(table: pa.Table) -> pa.Table:
-        t = _in_order(table)
-        _, name = _name(t)
-        minor = (ranks[name] << _RANK_SHIFT) | np.arange(t.num_rows, dtype=np.int64)
-        w = step.lookup(t.column("_arrival_us").to_numpy(), minor)
-        return t.append_column(W_COLUMN, pa.array(w, pa.int64()))
+    def attach(batches: Batches) -> Batches:
+        last: object = object()
+        pos = 0
+        for b in batches:
+            valid = pc.is_null(b.column("_dead")).to_numpy(zero_copy_only=False)
+            vb = b if valid.all() else b.filter(pa.array(valid))
+            if not vb.num_rows:
+                continue
+            psort = vb.column("_psort")
+            minor = np.empty(vb.num_rows, dtype=np.int64)
+            for lo, hi in _segments(psort):
+                value = psort[lo].as_py()
+                if value != last:
+                    last, pos = value, 0
+                minor[lo:hi] = (ranks[str(value)] << _RANK_SHIFT) | np.arange(pos, pos + hi - lo, dtype=np.int64)
+                pos += hi - lo
+            arrival = vb.column("_arrival_us").to_numpy()
+            w = step.lookup(arrival, minor)
+            keep = None
+            if markers:
+                keep = ~pc.fill_null(vb.column("_marker"), False).to_numpy(zero_copy_only=False).astype(bool)
+                if keep.all():
+                    keep = None
+                else:
+                    w, arrival, minor = w[keep], arrival[keep], minor[keep]
+            yield with_clock(vb, keep, w, arrival, minor)
 
-    schema = T.StructType([*valid.schema.fields, T.StructField(W_COLUMN, T.LongType(), False)])
-    return valid.groupBy("_psort").applyInArrow(one, schema)
+    return attach
 
 
-def attach(
-    parsed: DataFrame, strategy: WatermarkStrategy, state: TrackerState | None, markers: bool = False,
-) -> tuple[DataFrame, TrackerState, FoldCounts]:
-    """The valid rows of a step with their ``W(r)`` (column ``w_us``), the tracker state after it, its counts.
+@dataclass(frozen=True)
+class ClockedStep:
+    """The executors' clock over one step: the rows, the advanced tracker and what the driver learnt."""
 
-    ``parsed``: one source's rows with the planner's columns (``StepPlanner.compact_columns``:
-    which of ``_offset``, ``_file``, ``_block`` it holds decides the tie order, as in ``StepPlanner.plan``);
-    ``state``: the tracker state before the step (not modified). Equals
-    ``StepPlanner.plan``'s ``W(r)`` row for row.
-    """
-    valid = parsed.filter(F.col("_dead").isNull())
-    summaries, ranks = _ranked(_summaries(valid, strategy, state, markers))
-    step, after, counts = fold(summaries, strategy, state)
-    return _lookup(valid, step, ranks), after, counts
+    rows: ClockedRows
+    tracker: WatermarkTracker
+    counts: FoldCounts
+    dead: int
+    clipped: int
+    min_event_us: int | None
+    first_arrival_us: int | None
+    last_arrival_us: int | None
 
+
+class ExecutorClock:
+    """Keeps ``W(r)`` on the executors for one pipeline (see the module's docstring)."""
+
+    def __init__(self, cfg: PipelineConfig) -> None:
+        self.cfg = cfg
+        # A [[source]] table names its source (the tracker keys it so); a [source] table is the default one.
+        self.source = cfg.source.name if cfg.named_sources else DEFAULT_SOURCE
+        self.strategy: WatermarkStrategy = cfg.source.watermark
+        self.strategies = cfg.strategies if cfg.named_sources else cfg.watermark
+        self.markers = any(s.marker for s in cfg.sources)
+        self.order = ["_psort", *order_columns(cfg)]
+
+    def needs(self) -> tuple[str, ...]:
+        return ("_dead", "_psort", "_arrival_us", *(("_marker",) if self.markers else ()))
+
+    def step(self, parsed: DataFrame, tracker: WatermarkTracker, cache: list[DataFrame]) -> ClockedStep:
+        """Lay the rows out, summarise, fold; ``tracker`` is not modified (the result holds the advanced one)."""
+        laid = parsed.repartition("_psort").sortWithinPartitions(*self.order).persist()
+        cache.append(laid)
+        state = tracker.state
+        got = laid.mapInArrow(_pass_one(self.source, self.strategy, state, self.markers), _SUMMARY).collect()
+        dead = sum(int(r["dead"]) for r in got)
+        parts = [pickle.loads(r["summary"]) for r in got if r["summary"] is not None]  # noqa: S301 - our own
+        summaries, ranks = _ranked([(v, s) for v, s, _ in parts])
+        stats = [st for _, _, st in parts]
+        step, after, counts = fold(summaries, self.strategies, state)
+        attach = executor_attach(step, ranks, self.markers)
+        mins = [st.min_event_us for st in stats if st.min_event_us is not None]
+        firsts = [s.first_arrival_us for s in summaries if s.first_arrival_us > NEG_INF]
+        return ClockedStep(
+            rows=ClockedRows(laid, attach, self.needs(), sum(st.data_rows for st in stats)),
+            tracker=WatermarkTracker(tracker.strategies, after),
+            counts=counts,
+            dead=dead,
+            clipped=sum(st.clipped for st in stats),
+            min_event_us=min(mins) if mins else None,
+            first_arrival_us=min(firsts) if firsts else None,
+            last_arrival_us=max(s.last_arrival_us for s in summaries) if summaries else None,
+        )
+
+
+def w_by_rid(rows: ClockedRows) -> dict[int, int]:
+    """Every data row's ``W(r)`` by row id (tests: compare with the driver's plan)."""
+    out = rows.frame_with_clock(["_rid"]).select("_rid", "_w").collect()
+    return {int(r["_rid"]): int(r["_w"]) for r in out}
+
+
+def plan_of(clocked: ClockedStep, clock_before_us: int, now_us: int) -> StepPlan:
+    """The step's plan from what the executors' clock learnt (verdicts are left to the operator's pass)."""
+    earliest = clocked.first_arrival_us
+    behind = earliest is not None and NEG_INF < clock_before_us and earliest < clock_before_us
+    return StepPlan(
+        dead=clocked.dead,
+        watermark=clocked.tracker.watermark_us,
+        clock=clocked.last_arrival_us,
+        now_us=now_us,
+        rows=clocked.rows,
+        clipped=clocked.clipped,
+        min_event_us=clocked.min_event_us,
+        arrival_regression=(earliest, clock_before_us, None) if behind and earliest is not None else None,
+        markers=clocked.counts.markers,
+        regressions=clocked.counts.regressions,
+    )

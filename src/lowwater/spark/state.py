@@ -63,6 +63,15 @@ class Manifest:
     def held_rows(self) -> int:
         return int(self.held["rows"]) if self.held else 0
 
+    def due(self, watermark_us: int, now_us: int, every_us: int | None) -> set[int]:
+        """Stored buckets a step must read with no new rows: they fire at ``watermark_us``, or their
+        longest-waiting window's early trigger (``every <duration>``) is due at ``now_us``."""
+        out = {b for b, info in self.buckets.items() if not info.fired and b <= watermark_us}
+        if every_us is not None:
+            out |= {b for b, info in self.buckets.items() if not info.fired and info.pending_since_us is not None
+                    and now_us - info.pending_since_us >= every_us}
+        return out
+
     def to_json(self) -> str:
         data = {
             "step": self.step,

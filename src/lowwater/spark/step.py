@@ -17,6 +17,7 @@ import numpy as np
 
 from lowwater.core.accounting import Accounting
 from lowwater.io.source import Admitted
+from lowwater.spark.clocked import ClockedRows
 from lowwater.spark.state import Bucket, Manifest
 from lowwater.time import NEG_INF, format_ts, output_us
 
@@ -35,25 +36,31 @@ TOTAL_KEYS = (
 
 @dataclass(frozen=True)
 class StepPlan:
-    """The driver's verdicts on a step, before any executor ran (``StepPlanner.plan``).
+    """What the driver knows of a step before the operator runs (``StepPlanner.plan`` or the executors' clock).
 
-    ``lookup`` is what the executors look rows up in (row ids sorted, with
-    ``W(r)`` and the arrival sequence number of each); ``read`` the state
-    buckets the step touches, fires or may make due; ``fires`` whether any
-    window can fire; ``clock`` the step's latest arrival time (None without
-    an arrival column); ``now_us`` the processing time the early trigger is
-    evaluated at, ``admit_us`` the one the step's rows were admitted at.
+    ``rows`` is the operator's input: the judged rows and how each gets its
+    ``W(r)`` (``spark/clocked.py``). With the driver's clock the verdicts are
+    known in advance (``accounting``, ``pair_counts``, ``read``, ``fires``,
+    ``lookup``: row ids sorted with ``W(r)`` and the arrival sequence number of
+    each); with the executors' they are None and the operator learns them from
+    its own pass (and checks them against the driver's when both exist).
+    ``clock`` is the step's latest arrival time (None without an arrival
+    column); ``now_us`` the processing time the early trigger is evaluated at,
+    ``admit_us`` the one the step's rows were admitted at.
     """
 
     dead: int
-    accounting: Accounting
-    pair_counts: np.ndarray  # (on time, late, too late) pairs, as the driver judged them
-    lookup: tuple[np.ndarray, np.ndarray, np.ndarray]
-    read: frozenset[int]
-    fires: bool
     watermark: int
     clock: int | None
     now_us: int
+    rows: ClockedRows | None = None
+    clipped: int = 0  # data rows whose event time was clipped (SEMANTICS.md §5)
+    min_event_us: int | None = None  # the earliest (clipped) event time of the step's data rows
+    accounting: Accounting | None = None
+    pair_counts: np.ndarray | None = None  # (on time, late, too late) pairs, as the driver judged them
+    lookup: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    read: frozenset[int] | None = None
+    fires: bool | None = None
     admit_us: int | None = None
     # Input that landed out of its own arrival order: (earliest arrival, that input's latest before, the
     # source or Kafka partition; None for a single file source). ``behind``: rows of a source released by
@@ -68,6 +75,11 @@ class StepPlan:
     held: int = 0
     frontier: dict | None = None
     ready_bounds: dict[str, tuple[int, str] | None] | None = None
+
+    @property
+    def data_rows(self) -> int:
+        """The valid, judged, non-marker rows of the step."""
+        return 0 if self.rows is None else self.rows.rows
 
     @property
     def admitted_at_us(self) -> int:

@@ -286,7 +286,7 @@ def step_windows(
     layout: StateLayout,
     state: DataFrame | None,
     on_time: DataFrame | None,
-    late: DataFrame | None,  # late-update partials, one per pair, with ``_seq``
+    late: DataFrame | None,  # late-update partials, one per pair, with ``_seq``, ``_seq_minor`` (arrival order)
     watermark_us: int,
     grace_us: int,
     emit_watermark_us: int | None,
@@ -332,12 +332,14 @@ def step_windows(
     late_p = late
     if late_p is not None:
         cols = [*layout.window_cols, *layout.partial_cols()]
-        lp = late_p.select(*cols, "_seq", F.lit(None).cast("long").alias("_rev"), F.lit(1).alias("_is_late"))
+        lp = late_p.select(*cols, "_seq", "_seq_minor", F.lit(None).cast("long").alias("_rev"),
+                           F.lit(1).alias("_is_late"))
         pieces = lp
         if base is not None:
-            pieces = base.select(*cols, F.lit(SEQ_BASE).cast("long").alias("_seq"), "_rev",
+            pieces = base.select(*cols, F.lit(SEQ_BASE).cast("long").alias("_seq"),
+                                 F.lit(0).cast("long").alias("_seq_minor"), "_rev",
                                  F.lit(0).alias("_is_late")).unionByName(lp)
-        ordered = Window.partitionBy(*layout.window_cols).orderBy("_seq")
+        ordered = Window.partitionBy(*layout.window_cols).orderBy("_seq", "_seq_minor")
         w = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
         before = ordered.rowsBetween(Window.unboundedPreceding, -1)
 

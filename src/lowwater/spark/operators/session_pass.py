@@ -4,10 +4,10 @@ The valid rows of a step (key, values, event µs, row id) are unioned with the
 live session state, hash-partitioned by key, and each task runs
 :class:`~lowwater.core.sessions.SessionMachine` over its partition
 (``mapInArrow``: one Python call per task, not per key): state rows are
-loaded, the rows are looked up in the driver's broadcast (``W(r)`` and the
-arrival sequence number by row id), sorted by arrival sequence and fed one by
-one, then the machine advances to the step's watermark. The task yields one
-frame: emissions (``E``), the new state (``S``), too-late rows (``T``: row id,
+loaded, the rows (which carry ``W(r)`` and their arrival order as columns,
+``spark/clocked.py``) are sorted into arrival order and fed one by one, then
+the machine advances to the step's watermark. The task yields one frame:
+emissions (``E``), the new state (``S``), too-late rows (``T``: row id,
 ``W(r)``, proto-window) and one counts row (``C``: verdicts, live sessions,
 finals, revisions). The driver side is ``operators/sessions.py``; this module
 is what pickles to the executors, so it imports no driver code.
@@ -84,7 +84,6 @@ def make_session_step(
     grace_us: int,
     accumulation: str,
     max_future_skew_us: int | str | None,
-    lookup,  # noqa: ANN001 - a Spark Broadcast of (rids, watermarks, seqs) sorted by rid, or None
     has_arrival: bool,
     watermark_us: int,
     early: EarlyTrigger | None,
@@ -153,16 +152,11 @@ def make_session_step(
         if len(ridx):
             sel = pa.array(ridx)
             rid = t.column("_rid").take(sel).to_numpy()
-            rids, ws, seqs = lookup.value
-            i = np.minimum(np.searchsorted(rids, rid), max(len(rids) - 1, 0))
-            if len(rids) == 0 or not np.array_equal(rids[i], rid):
-                msg = "row ids differ from the driver's plan: the micro-batch was not re-read identically"
-                raise RuntimeError(msg)
-            w, seq = ws[i], seqs[i]
+            w, seq, minor = (t.column(c).take(sel).to_numpy() for c in ("_w", "_seq", "_seq_minor"))
             arrival = t.column("_arrival_us").take(sel).to_numpy() if has_arrival else None
             skew = None if arrival is None else skew_of(t, max_future_skew_us, sel)
             event, _ = clip_future(t.column("_event_us").take(sel).to_numpy(), arrival, skew)
-            order = np.argsort(seq, kind="stable")
+            order = np.lexsort((minor, seq))  # arrival order: (_seq, _seq_minor)
             take = pa.array(ridx[order])  # Python ints, Decimals or floats; NaN is null (spark/aggtypes.py)
             vals = [python_values(t.column(f"_v{j}").take(take), value_types[j]) for j in range(nv)]
             rows = list(zip(*vals, strict=True)) if nv else [()] * len(ridx)

@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -33,6 +32,7 @@ from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
 from lowwater.io.sink import Sinks
 from lowwater.spark.aggtypes import value_cast, value_expr
+from lowwater.spark.clocked import CLOCK_COLUMNS
 from lowwater.spark.columns import watermark_ts
 from lowwater.spark.contrib import PER_ROW, clipping
 from lowwater.spark.jobs import side_by_side
@@ -74,19 +74,27 @@ class SessionOperator:
 
     # -- Spark frames --------------------------------------------------------------
 
-    def _rows(self, parsed: DataFrame, clip: bool) -> DataFrame:
+    def _rows(self, plan: StepPlan, clip: bool) -> DataFrame:
+        """The step's data rows with their ``W(r)`` and arrival order (``spark/clocked.py``), as the pass reads them."""
+        assert plan.rows is not None
+        need = [*self.layout.keys, *self.layout.values, "_event_us", "_rid"]
+        if clip:
+            need.append("_arrival_us")
+            if clipping(self.cfg)[1] == PER_ROW:
+                need.append(PER_ROW)
+        framed = plan.rows.frame_with_clock(list(dict.fromkeys(need)))
         cols = [F.col(k) for k in self.layout.keys]
         cols += [value_expr(F.col(v), self.layout.value_type(j)).alias(f"_v{j}")
                  for j, v in enumerate(self.layout.values)]
-        cols += [F.col("_event_us"), F.col("_rid"), F.lit(1).alias("_role")]
+        cols += [F.col("_event_us"), F.col("_rid"), F.lit(1).alias("_role"), *(F.col(c) for c in CLOCK_COLUMNS)]
         if clip:
             cols.append(F.col("_arrival_us"))
             if clipping(self.cfg)[1] == PER_ROW:
                 cols.append(F.col(PER_ROW))
-        return parsed.filter(F.col("_dead").isNull()).select(*cols)
+        return framed.select(*cols)
 
     def _run(
-        self, rows: DataFrame | None, prev: Manifest, watermark_us: int, lookup: Broadcast | None, clip: bool,
+        self, rows: DataFrame | None, prev: Manifest, watermark_us: int, clip: bool,
     ) -> DataFrame | None:
         """The persisted output frame of the keyed pass (None when there is nothing to run)."""
         state = self.store.read(prev, {BUCKET})
@@ -102,7 +110,8 @@ class SessionOperator:
         union = parts[0]
         for p in parts[1:]:
             union = union.unionByName(p, allowMissingColumns=True)
-        row_cols = {"_rid": "long", "_event_us": "long", "_arrival_us": "long", PER_ROW: "long"}
+        row_cols = {"_rid": "long", "_event_us": "long", "_arrival_us": "long", PER_ROW: "long",
+                    **dict.fromkeys(CLOCK_COLUMNS, "long")}
         row_cols.update({f"_v{j}": value_cast(self.layout.value_type(j)) for j in range(len(self.layout.values))})
         for c, typ in row_cols.items():
             if c not in union.columns:
@@ -114,7 +123,6 @@ class SessionOperator:
             self.cfg.window.allowed_lateness_us,
             self.cfg.window.accumulation,
             clipping(self.cfg)[1],
-            lookup,
             clip,
             watermark_us,
             self.cfg.early,
@@ -175,12 +183,10 @@ class SessionOperator:
     ) -> OperatorResult:
         cfg = self.cfg
         w_new = plan.watermark
-        acc0 = plan.accounting
-        n_valid = acc0.rows - acc0.dead_letter
+        n_valid = plan.data_rows
         clip = clipping(cfg)[0]
-        rows = self._rows(parsed, clip) if n_valid else None
-        lookup = self.spark.sparkContext.broadcast(plan.lookup) if n_valid else None
-        out = self._run(rows, prev, w_new, lookup, clip)
+        rows = self._rows(plan, clip) if n_valid else None
+        out = self._run(rows, prev, w_new, clip)
         if out is not None:
             cache.append(out)
 
@@ -198,9 +204,9 @@ class SessionOperator:
             msg = f"step {step}: executors judged {on + late + too} rows (on time, late, too late = " \
                   f"{on}, {late}, {too}), the driver has {n_valid} valid rows"
             raise RuntimeError(msg)
-        acc = Accounting(rows=acc0.rows, on_time=on, late_updates=late, too_late=too,
-                         dead_letter=acc0.dead_letter, clipped=acc0.clipped)
-        acc.check()
+        acc = Accounting(rows=n_valid + plan.dead, on_time=on, late_updates=late, too_late=too,
+                         dead_letter=plan.dead, clipped=plan.clipped)
+        acc.check()  # a session's verdicts are the machine's (merges decide), never the driver's proto-windows
         return OperatorResult(accounting=acc, buckets=buckets, windows_fired=counts[4], revisions=counts[5])
 
     def _late_rows(self, parsed: DataFrame, out: DataFrame, reason: str) -> DataFrame:
@@ -220,7 +226,7 @@ class SessionOperator:
 
     def drain(self, prev: Manifest, step: int, cache: list[DataFrame]) -> OperatorResult:
         """``W = +inf``: every live session fires."""
-        out = self._run(None, prev, POS_INF, None, False)
+        out = self._run(None, prev, POS_INF, False)
         if out is not None:
             cache.append(out)
         counts, _ = self._finish(out, step, output_us(POS_INF))

@@ -1,12 +1,13 @@
 """Tumbling and hopping windows on Spark: contributions, fold, fire (the windowed :class:`WindowOperator`).
 
-A step carries out the driver's :class:`~lowwater.spark.step.StepPlan` in
-three parts:
+A step carries out a :class:`~lowwater.spark.step.StepPlan` in three parts:
 
-1. **contributions** (executors, ``spark/contrib.py``): each task re-derives
-   every (row, window) pair's verdict from the broadcast ``W(r)`` and folds
-   the on-time pairs into partials; the frame is persisted and materialised
-   in the background, and its pair counts must equal the driver's;
+1. **contributions** (executors, ``spark/contrib.py``): each task judges
+   every (row, window) pair from the row's ``W(r)`` (attached in the same
+   pass, ``spark/clocked.py``) and folds the on-time pairs into partials; the
+   frame is persisted and materialised once, observing the verdict counts and
+   the window ends touched (the state buckets to read); with the driver's
+   clock they must equal the driver's;
 2. **fold** (Spark SQL, ``spark/windowing.py``): state ⊕ partials, early
    firings, finals, revisions, the new state;
 3. **write**: late rows and results through the sinks, the new state as
@@ -20,18 +21,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
+import numpy as np
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
 from lowwater.core.accounting import Accounting
-from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
+from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.io.sink import Sinks
 from lowwater.spark.columns import col, memo, select, watermark_ts
 from lowwater.spark.contrib import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
-from lowwater.spark.jobs import Background, side_by_side
+from lowwater.spark.jobs import side_by_side
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.spark.windowing import ROWS, StateLayout, step_windows
@@ -40,19 +43,54 @@ from lowwater.time import POS_INF, output_us
 log = logging.getLogger("lowwater")
 
 
-def _pair_counts(contrib: DataFrame, step: int) -> tuple[int, int, int]:
-    """Materialise the persisted contributions and count their (on time, late, too late) pairs.
+@dataclass(frozen=True)
+class Judged:
+    """What the executors' contributions pass judged: pairs and rows per verdict, the window ends it touched."""
+
+    pairs: tuple[int, int, int]  # (on time, late update, too late) pairs
+    rows: tuple[int, int, int]  # rows by their worst verdict (SEMANTICS.md §6)
+    touched: frozenset[int]  # window ends of on-time and late-update pairs: the state buckets to read
+    first_on_time_end: int | None  # the earliest window end of an on-time pair
+
+
+def _judged(contrib: DataFrame, step: int) -> Judged:
+    """Materialise the persisted contributions and observe what they judged.
 
     One stage, no shuffle: a ``noop`` write of the cached frame with an
-    :class:`Observation` (metrics of a completed action count each task once).
+    :class:`Observation` (metrics of a completed action count each task once);
+    the touched window ends are a set (one per window, not per row).
     """
-    obs = Observation(f"pairs_{step}")
-    sums = memo("pair_counts", lambda: [
-        F.sum(F.when(F.col("_kind") == k, F.col(ROWS)).otherwise(0)).alias(k) for k in ("P", "L", "T")
+    obs = Observation(f"judged_{step}")
+    aggs = memo("judged", lambda: [
+        *[F.sum(F.when(F.col("_kind") == k, F.col(ROWS)).otherwise(0)).alias(k) for k in ("P", "L", "T")],
+        *[F.sum(F.when((F.col("_kind") == "A") & (F.col("_w") == v), F.col("_seq")).otherwise(0)).alias(f"A{v}")
+          for v in range(3)],
+        F.collect_set(F.when(F.col("_kind").isin("P", "L"), F.col("window_end"))).alias("touched"),
+        F.min(F.when(F.col("_kind") == "P", F.col("window_end"))).alias("first_on"),
     ])
-    contrib.observe(obs, *sums).write.format("noop").mode("overwrite").save()
+    contrib.observe(obs, *aggs).write.format("noop").mode("overwrite").save()
     got = obs.get
-    return int(got.get("P") or 0), int(got.get("L") or 0), int(got.get("T") or 0)
+    first = got.get("first_on")
+    return Judged(
+        pairs=(int(got.get("P") or 0), int(got.get("L") or 0), int(got.get("T") or 0)),
+        rows=(int(got.get("A0") or 0), int(got.get("A1") or 0), int(got.get("A2") or 0)),
+        touched=frozenset(int(x) for x in got.get("touched") or []),
+        first_on_time_end=None if first is None else int(first),
+    )
+
+
+def _check(step: int, plan: StepPlan, judged: Judged, accounting: Accounting, read: set[int]) -> None:
+    """With the driver's clock the verdicts were known before: the executors must agree, nothing lost or invented."""
+    if plan.pair_counts is not None and judged.pairs != tuple(int(x) for x in plan.pair_counts):
+        expected = tuple(int(x) for x in plan.pair_counts)
+        msg = f"step {step}: executors judged {judged.pairs} (on time, late, too late) pairs, the driver {expected}"
+        raise RuntimeError(msg)
+    if plan.accounting is not None and accounting != plan.accounting:
+        msg = f"step {step}: executors counted {accounting}, the driver {plan.accounting}"
+        raise RuntimeError(msg)
+    if plan.read is not None and read != set(plan.read):
+        msg = f"step {step}: executors touched buckets {sorted(read)}, the driver {sorted(plan.read)}"
+        raise RuntimeError(msg)
 
 
 def _emission_counts() -> list[Column]:
@@ -93,91 +131,94 @@ class WindowedOperator:
     def state_schema(self) -> T.StructType:
         return self.layout.schema()
 
-    def _contributions(self, parsed: DataFrame, plan: StepPlan, with_payload: bool) -> DataFrame:
-        """Executor side (``contrib``): on-time partials, late-update and too-late pairs."""
+    def _contributions(self, plan: StepPlan, with_payload: bool) -> DataFrame:
+        """Executor side (``contrib``): on-time partials, late-update and too-late pairs, row counts."""
+        assert plan.rows is not None
         names = self.inputs.fieldNames()
         need = list(dict.fromkeys([*self.layout.keys, *self.layout.values]))
         payload = [*names, "_file"] if with_payload else None
         clip, skew = clipping(self.cfg)
-        cols = list(dict.fromkeys([*need, *(payload or []), "_event_us", "_rid"]))
+        cols = list(dict.fromkeys([*need, *(payload or []), "_event_us"]))
         if clip:
             cols.append("_arrival_us")  # only clipping needs the arrival clock on the executors
             if skew == PER_ROW:
                 cols.append(PER_ROW)
-        valid = select(parsed.filter(memo("valid", lambda: F.col("_dead").isNull())), cols)
-        fields = {f.name: f for f in parsed.schema.fields}
+        fields = {f.name: f for f in plan.rows.frame.schema.fields}
         schema = contrib_schema(self.layout, [fields[c] for c in payload] if payload else None)
         fn = make_contribute(
             self.layout,
             self.assigner,
             self.cfg.window.allowed_lateness_us,
             skew,
-            self.spark.sparkContext.broadcast(plan.lookup),
             payload,
             clip,
             schema,
         )
-        return valid.mapInArrow(fn, schema)
+        return plan.rows.map(fn, schema, cols)
+
+    def _may_be_too_late(self, plan: StepPlan) -> bool:
+        """Can a row of this step be too late? (its earliest window's ``end + G <= W`` at the step's end)."""
+        if plan.pair_counts is not None:
+            return bool(plan.pair_counts[Lateness.TOO_LATE])
+        if plan.min_event_us is None:
+            return False
+        earliest = int(self.assigner.assign(np.array([plan.min_event_us], dtype=np.int64)).end.min())
+        return earliest + self.cfg.window.allowed_lateness_us <= plan.watermark
 
     def step(
         self, parsed: DataFrame, plan: StepPlan, prev: Manifest, step: int, cache: list[DataFrame],
     ) -> OperatorResult:
         grace = self.cfg.window.allowed_lateness_us
         w_new = plan.watermark
-        n_on, n_late, n_too_late = (int(x) for x in plan.pair_counts)
-        side_output = bool(n_too_late) and self.cfg.late_policy == LatePolicy.SIDE_OUTPUT
+        side_output = self.cfg.late_policy == LatePolicy.SIDE_OUTPUT and self._may_be_too_late(plan)
         contrib = None
-        counting = None
-        if n_on + n_late + n_too_late:
-            contrib = self._contributions(parsed, plan, with_payload=side_output).persist()
+        judged = Judged((0, 0, 0), (0, 0, 0), frozenset(), None)
+        if plan.data_rows:
+            contrib = self._contributions(plan, with_payload=side_output).persist()
             cache.append(contrib)
-            # Materialise once (in the background, while the driver builds the fold's
-            # frames) and hold the executors to the driver's verdicts below: nothing is
-            # lost (or invented) between the two sides of the step.
-            counting = Background(lambda: _pair_counts(contrib, step))
-        try:  # build the fold's frames while the contributions pass runs
-            late_rows = None
-            if side_output and contrib is not None:
-                p = PAYLOAD
-                late_rows = contrib.filter(F.col("_kind") == "T").select(
-                    *[F.col(p + c).alias(c) for c in self.inputs.fieldNames()],
-                    watermark_ts("_w").alias("watermark"),
-                    F.timestamp_micros("window_start").alias("window_start"),
-                    F.timestamp_micros("window_end").alias("window_end"),
-                    F.lit(DRAINED_REASON if prev.drained else TOO_LATE_REASON).alias("reason"),
-                    F.col(p + "_file").alias("source_file"),
-                )
-            state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]
-            on_time = select(contrib.filter(_is_kind("P")), state_cols) if n_on else None
-            late = select(contrib.filter(_is_kind("L")), [*state_cols, "_seq"]) if n_late else None
-            read = set(plan.read)
-            state = self.store.read(prev, read)
-            emit_wm = output_us(w_new)
-            emitted, new_state = step_windows(
-                self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
-                now_us=plan.now_us, admit_us=plan.admitted_at_us,
-            )
-            if emitted is not None and not (plan.fires or n_late or self.cfg.early is not None):
-                # Nothing can be emitted (no window reaches W, no late update, no early trigger): skip
-                # the results job, which would scan the merged state only to write an empty frame.
-                emitted = None
-            obs = None
-            if emitted is not None:
-                obs = Observation(f"emit_{step}")
-                emitted = emitted.observe(obs, *_emission_counts())
-        except BaseException:
-            if counting is not None:  # never leave the pass running behind a failed step
-                counting.join()
-            raise
-
-        if counting is not None:
             t_c = time.monotonic()
-            seen = counting.result()
-            if seen != (n_on, n_late, n_too_late):
-                expected = (n_on, n_late, n_too_late)
-                msg = f"step {step}: executors judged {seen} (on time, late, too late) pairs, the driver {expected}"
-                raise RuntimeError(msg)
-            log.debug("step %d: contributions (waited) %.2fs", step, time.monotonic() - t_c)
+            judged = _judged(contrib, step)  # the one pass over the rows; the rest reads the cached frame
+            log.debug("step %d: contributions %.2fs", step, time.monotonic() - t_c)
+        n_on, n_late, n_too_late = judged.pairs
+        on_rows, late_rows_n, too_late_rows = judged.rows
+        accounting = Accounting(rows=on_rows + late_rows_n + too_late_rows + plan.dead, on_time=on_rows,
+                                late_updates=late_rows_n, too_late=too_late_rows, dead_letter=plan.dead,
+                                clipped=plan.clipped)
+        accounting.check()
+        early = self.cfg.early
+        read = set(judged.touched) | prev.due(w_new, plan.now_us, early.every_us if early is not None else None)
+        _check(step, plan, judged, accounting, read)
+        fires = any(b <= w_new for b in read if b in prev.buckets and not prev.buckets[b].fired) or (
+            judged.first_on_time_end is not None and judged.first_on_time_end <= w_new)
+        late_rows = None
+        if side_output and n_too_late and contrib is not None:
+            p = PAYLOAD
+            late_rows = contrib.filter(F.col("_kind") == "T").select(
+                *[F.col(p + c).alias(c) for c in self.inputs.fieldNames()],
+                watermark_ts("_w").alias("watermark"),
+                F.timestamp_micros("window_start").alias("window_start"),
+                F.timestamp_micros("window_end").alias("window_end"),
+                F.lit(DRAINED_REASON if prev.drained else TOO_LATE_REASON).alias("reason"),
+                F.col(p + "_file").alias("source_file"),
+            )
+        state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]
+        on_time = select(contrib.filter(_is_kind("P")), state_cols) if n_on and contrib is not None else None
+        late = (select(contrib.filter(_is_kind("L")), [*state_cols, "_seq", "_seq_minor"])
+                if n_late and contrib is not None else None)
+        state = self.store.read(prev, read)
+        emit_wm = output_us(w_new)
+        emitted, new_state = step_windows(
+            self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
+            now_us=plan.now_us, admit_us=plan.admitted_at_us,
+        )
+        if emitted is not None and not (fires or n_late or early is not None):
+            # Nothing can be emitted (no window reaches W, no late update, no early trigger): skip
+            # the results job, which would scan the merged state only to write an empty frame.
+            emitted = None
+        obs = None
+        if emitted is not None:
+            obs = Observation(f"emit_{step}")
+            emitted = emitted.observe(obs, *_emission_counts())
 
         def write_output(kind: str, frame: DataFrame | None) -> Callable[[], None]:
             def write() -> None:
@@ -209,7 +250,7 @@ class WindowedOperator:
             buckets[b] = Bucket(version=step, fired=b <= w_new, rows=rows, bytes=size,
                                 pending_since_us=waiting.get(b))
         return OperatorResult(
-            accounting=plan.accounting, buckets=buckets, windows_fired=fired, revisions=revisions,
+            accounting=accounting, buckets=buckets, windows_fired=fired, revisions=revisions,
             provisionals=provisionals,
         )
 
