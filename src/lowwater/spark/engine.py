@@ -318,7 +318,8 @@ class Engine:
             logs = None if release else self._logs(spark_batch)
             self.logs = logs  # the inputs caught up at the last step (the held-rows warning names the holder)
             if self._executors_keep_clock(prev, release):
-                clocked = self.row_clock.step(parsed, tracker, cache)
+                clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs)
+                parsed = clocked.laid if clocked.laid is not None else parsed  # persisted: Kafka is fetched once
                 if prev.drained and clocked.counts.rows + clocked.dead:  # refused before anything is written
                     admit_after_drain(cfg, clocked.counts.rows + clocked.dead, self.after_drain)
                 t_collect = time.monotonic()

@@ -1,4 +1,4 @@
-"""The executors' row clock: ``W(r)`` where the rows are, the driver folding summaries only (ADR 0024, 0031).
+"""The executors' row clock: ``W(r)`` where the rows are, the driver folding summaries only (ADR 0024, 0032).
 
 A step, around the pure ``core/row_clock``:
 
@@ -16,9 +16,16 @@ A step, around the pure ``core/row_clock``:
    ``(arrival, rank << 40 | position in its partition)`` (``spark/clocked.py``):
    the step function travels with the task (kilobytes).
 
+A Kafka topic's partitions are lanes of the arrival frontier
+(``core/frontier.py``): before pass 1 one small aggregate over the laid-out
+rows gives each lane's earliest and latest new arrival, which is all the
+frontier's ``deliver`` and ``regressions`` read; its bounds then select the
+rows judged now (the rest are held, ``spark/held.py``) as a filter.
+
 What crosses to the driver does not grow with the rows. The scope is one
-source with an arrival clock and no arrival frontier (:func:`unavailable`
-says why another pipeline keeps the driver's clock).
+source with an arrival clock (:func:`unavailable` says why another pipeline
+keeps the driver's clock). The laid-out frame is persisted for the step, so a
+Kafka micro-batch is fetched once.
 """
 
 from __future__ import annotations
@@ -30,9 +37,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
+from lowwater.core.frontier import ArrivalFrontier, FrontierState, lane_label
 from lowwater.core.row_clock import FoldCounts, PartitionSummary, WatermarkStepFunction, fold, gap_for
 from lowwater.core.row_clock import summarise_partition as summarise
 from lowwater.core.row_clock.keys import pack, unpack
@@ -40,6 +49,8 @@ from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.tracker_state import DEFAULT_SOURCE, TrackerState
 from lowwater.core.watermarks import PartitionRows, WatermarkStrategy, clip_future
 from lowwater.spark.clocked import Attach, Batches, ClockedRows, with_clock
+from lowwater.spark.held import CARRIED
+from lowwater.spark.ready import lane_column, ready_column
 from lowwater.spark.step import StepPlan
 from lowwater.time import NEG_INF
 
@@ -53,8 +64,6 @@ def unavailable(cfg: PipelineConfig) -> str | None:
         return "the interval join runs on the driver"
     if cfg.multi_source:
         return "several sources wait behind the arrival frontier"
-    if cfg.source.kafka is not None:
-        return "a Kafka topic's partitions are lanes of the arrival frontier"
     if not cfg.source.arrival_time:
         return "without an arrival clock arrival order is the files' order across partitions"
     return None
@@ -66,7 +75,7 @@ def order_columns(cfg: PipelineConfig) -> list[str]:
     cols = ["_arrival_us"]
     if src.offset:
         cols.append("_offset")
-    if not (src.arrival_time and src.offset):
+    if not (src.arrival_time and src.offset) or src.kafka is not None:  # a Kafka lane's topic-partition
         cols += ["_file", "_block"]
     return [*cols, "_rid"]
 
@@ -188,6 +197,12 @@ class ClockedStep:
     min_event_us: int | None
     first_arrival_us: int | None
     last_arrival_us: int | None
+    laid: DataFrame | None = None  # the step's rows as laid out and persisted (held and dead rows included)
+    held: int = 0
+    frontier: dict | None = None
+    ready_bounds: dict[str, tuple[int, str] | None] | None = None
+    own_regression: tuple[int, int, str] | None = None  # a lane's new rows arriving before its own earlier ones
+    behind: tuple[int, int, str] | None = None
 
 
 class ExecutorClock:
@@ -201,16 +216,26 @@ class ExecutorClock:
         self.strategies = cfg.strategies if cfg.named_sources else cfg.watermark
         self.markers = any(s.marker for s in cfg.sources)
         self.order = ["_psort", *order_columns(cfg)]
+        kafka = cfg.source.kafka is not None  # each partition a lane of the arrival frontier
+        self.frontier = ArrivalFrontier({}) if kafka else None
+        self.lane = lane_column([cfg.source.name], None if cfg.named_sources else cfg.source.name) if kafka else None
 
     def needs(self) -> tuple[str, ...]:
         return ("_dead", "_psort", "_arrival_us", *(("_marker",) if self.markers else ()))
 
-    def step(self, parsed: DataFrame, tracker: WatermarkTracker, cache: list[DataFrame]) -> ClockedStep:
+    def step(
+        self, parsed: DataFrame, tracker: WatermarkTracker, cache: list[DataFrame], prev_frontier: dict | None = None,
+        logs: dict[str, bool] | None = None,
+    ) -> ClockedStep:
         """Lay the rows out, summarise, fold; ``tracker`` is not modified (the result holds the advanced one)."""
         laid = parsed.repartition("_psort").sortWithinPartitions(*self.order).persist()
         cache.append(laid)
+        judged, hold = laid, None
+        if self.frontier is not None:
+            hold = self._hold(laid, prev_frontier, logs)
+            judged = laid.filter(F.col("_dead").isNotNull() | ready_column(hold.bounds, self.lane))
         state = tracker.state
-        got = laid.mapInArrow(_pass_one(self.source, self.strategy, state, self.markers), _SUMMARY).collect()
+        got = judged.mapInArrow(_pass_one(self.source, self.strategy, state, self.markers), _SUMMARY).collect()
         dead = sum(int(r["dead"]) for r in got)
         parts = [pickle.loads(r["summary"]) for r in got if r["summary"] is not None]  # noqa: S301 - our own
         summaries, ranks = _ranked([(v, s) for v, s, _ in parts])
@@ -218,29 +243,72 @@ class ExecutorClock:
         step, after, counts = fold(summaries, self.strategies, state)
         attach = executor_attach(step, ranks, self.markers)
         mins = [st.min_event_us for st in stats if st.min_event_us is not None]
-        firsts = [s.first_arrival_us for s in summaries if s.first_arrival_us > NEG_INF]
+        firsts = [(s.first_arrival_us, s.partition) for s in summaries if s.first_arrival_us > NEG_INF]
+        behind = None
+        if hold is not None and firsts and hold.regression is None:
+            earliest, part = min(firsts)
+            if NEG_INF < state.clock_us and earliest < state.clock_us:
+                behind = (earliest, state.clock_us, lane_label(hold.lane_of.get(part, part)))
         return ClockedStep(
-            rows=ClockedRows(laid, attach, self.needs(), sum(st.data_rows for st in stats)),
+            rows=ClockedRows(judged, attach, self.needs(), sum(st.data_rows for st in stats)),
             tracker=WatermarkTracker(tracker.strategies, after),
             counts=counts,
             dead=dead,
             clipped=sum(st.clipped for st in stats),
             min_event_us=min(mins) if mins else None,
-            first_arrival_us=min(firsts) if firsts else None,
+            first_arrival_us=min(firsts)[0] if firsts else None,
             last_arrival_us=max(s.last_arrival_us for s in summaries) if summaries else None,
+            laid=laid,
+            held=0 if hold is None else hold.valid - counts.rows,
+            frontier=None if hold is None else hold.state,
+            ready_bounds=None if hold is None else hold.bounds,
+            own_regression=None if hold is None else hold.regression,
+            behind=behind,
         )
 
+    def _hold(self, laid: DataFrame, prev_frontier: dict | None, logs: dict[str, bool] | None) -> _Hold:
+        """Deliver the new rows to the arrival frontier from each lane's (earliest, latest) new arrival.
 
-def w_by_rid(rows: ClockedRows) -> dict[int, int]:
-    """Every data row's ``W(r)`` by row id (tests: compare with the driver's plan)."""
-    out = rows.frame_with_clock(["_rid"]).select("_rid", "_w").collect()
-    return {int(r["_rid"]): int(r["_w"]) for r in out}
+        The frontier's own ``regressions`` and ``deliver`` read only those two per lane, so they are
+        given them as a two-row-per-lane batch: the same rule as the planner's, not a copy of it.
+        """
+        assert self.frontier is not None and self.lane is not None
+        new = ~F.col(CARRIED) if CARRIED in laid.columns else F.lit(True)
+        rows = laid.filter(F.col("_dead").isNull()).groupBy(self.lane.alias("lane")).agg(
+            F.min(F.when(new, F.col("_arrival_us"))).alias("lo"), F.max(F.when(new, F.col("_arrival_us"))).alias("hi"),
+            F.count(F.lit(1)).alias("n"), F.min(F.col("_psort").cast("string")).alias("part"),
+        ).collect()
+        state = FrontierState.from_json(prev_frontier)
+        fresh = [r for r in rows if r["lo"] is not None]
+        lanes = np.array([r["lane"] for r in fresh], dtype=object)
+        lo = np.array([int(r["lo"]) for r in fresh], dtype=np.int64)
+        hi = np.array([int(r["hi"]) for r in fresh], dtype=np.int64)
+        back = self.frontier.regressions(state, lanes, lo)
+        regression = min(((a, b, lane_label(lane)) for lane, a, b in back), default=None)
+        self.frontier.deliver(state, np.concatenate([lanes, lanes]), np.concatenate([lo, hi]))
+        bounds = self.frontier.bounds(state, logs, sorted(r["lane"] for r in rows))
+        return _Hold(state.to_json(), bounds, regression, sum(int(r["n"]) for r in rows),
+                     {r["part"]: r["lane"] for r in rows})
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """The arrival frontier after a step's delivery: its state, each lane's bound, a regression, valid rows."""
+
+    state: dict
+    bounds: dict[str, tuple[int, str] | None]
+    regression: tuple[int, int, str] | None
+    valid: int
+    lane_of: dict[str, str]  # a partition's lane (for the warning naming the lane judged behind)
 
 
 def plan_of(clocked: ClockedStep, clock_before_us: int, now_us: int) -> StepPlan:
     """The step's plan from what the executors' clock learnt (verdicts are left to the operator's pass)."""
     earliest = clocked.first_arrival_us
     behind = earliest is not None and NEG_INF < clock_before_us and earliest < clock_before_us
+    regression = (earliest, clock_before_us, None) if behind and earliest is not None else None
+    if clocked.frontier is not None:  # each lane against its own past (another reading ahead is no regression)
+        regression = clocked.own_regression
     return StepPlan(
         dead=clocked.dead,
         watermark=clocked.tracker.watermark_us,
@@ -249,7 +317,11 @@ def plan_of(clocked: ClockedStep, clock_before_us: int, now_us: int) -> StepPlan
         rows=clocked.rows,
         clipped=clocked.clipped,
         min_event_us=clocked.min_event_us,
-        arrival_regression=(earliest, clock_before_us, None) if behind and earliest is not None else None,
+        arrival_regression=regression,
+        behind=clocked.behind,
         markers=clocked.counts.markers,
         regressions=clocked.counts.regressions,
+        held=clocked.held,
+        frontier=clocked.frontier,
+        ready_bounds=clocked.ready_bounds,
     )
