@@ -41,7 +41,7 @@ from pyspark.sql.types import StructType
 
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.io.outputs import nullable
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"

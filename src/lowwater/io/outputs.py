@@ -31,8 +31,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from lowwater.spark.columns import select_built
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.columns import select_built
+from lowwater.runtime.fs import HadoopFS
 
 KINDS = ("results", "late", "dead_letter", "metrics")
 EMPTY_STEP = -1  # ``batch_id=-1`` holds each output's empty schema file

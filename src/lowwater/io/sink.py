@@ -75,9 +75,9 @@ class Sinks:
             ("dead_letter", empty([], side_schema(inputs, DEAD_LETTER_COLUMNS)), None),
             ("metrics", metrics.empty_table(), metrics_spark),
         ]
-        # The first sink's (Parquet's) empty tables are independent Spark jobs: side by side (spark/jobs.py),
+        # The first sink's (Parquet's) empty tables are independent Spark jobs: side by side (runtime/jobs.py),
         # ~0.5 s less per new output path; the later sinks follow it, kind by kind, as for every write.
-        from lowwater.spark.jobs import side_by_side
+        from lowwater.runtime.jobs import side_by_side
 
         first = self.sinks[0]
         side_by_side(*[lambda k=kind, f=frame, s=schema: first.prepare(k, f, s) for kind, frame, schema in frames])

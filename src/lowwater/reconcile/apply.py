@@ -37,7 +37,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.reconcile import ADD, rule
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.reconcile.stream import output_funcs
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 from lowwater.time import output_us
 
 CORRECTION_BASE = 1_000_000_000_000
