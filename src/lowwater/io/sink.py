@@ -8,12 +8,12 @@ transaction in ``deliver``, a sink that is idempotent by itself (Parquet:
 ``batch_id=<step>`` overwritten) has nothing to deliver. A crash anywhere
 before the manifest replays the step through every sink.
 
-Sinks are called in their order in :class:`Sinks` and each call returns
-before the next sink's: a sink may read what an earlier one wrote (the
-PostgreSQL sink stages from the Parquet files, so each frame is computed
-once; the Delta sink writes the frame it is given). Adding a sink is one
-module implementing :class:`Sink` and one line where the engine builds its
-:class:`Sinks`.
+Every sink is self-contained: it writes the frame it is given and reads
+nothing another sink wrote, so sinks may be listed in any order, or alone.
+When several sinks take a frame, :class:`Sinks` persists it while they write
+it, so it is computed once and every sink receives the same rows. Adding a
+sink is one module implementing :class:`Sink` and one registration line
+(``io/registry.py``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Sink(Protocol):
 
 
 class Sinks:
-    """The sinks of a pipeline, driven together in order (the first is the Parquet output)."""
+    """The sinks of a pipeline, driven together in order (the engine puts its Parquet output first)."""
 
     def __init__(self, spark: SparkSession, sinks: Iterable[Sink]) -> None:
         self.spark = spark
@@ -90,8 +90,19 @@ class Sinks:
             s.begin_step(step)
 
     def write(self, kind: str, step: int, frame: DataFrame) -> None:
-        for s in self.sinks:
-            s.write(kind, step, frame)
+        """Every sink writes ``frame``; several sinks read it from one persisted computation."""
+        if len(self.sinks) == 1:
+            self.sinks[0].write(kind, step, frame)
+            return
+        shared = not frame.is_cached  # a frame its producer persisted stays its producer's to unpersist
+        if shared:
+            frame.persist()
+        try:
+            for s in self.sinks:
+                s.write(kind, step, frame)
+        finally:
+            if shared:
+                frame.unpersist()
 
     def clear(self, kind: str, step: int) -> None:
         for s in self.sinks:

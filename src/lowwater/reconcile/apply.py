@@ -123,7 +123,7 @@ def apply_corrections(spark: SparkSession, cfg: PipelineConfig, result) -> int: 
     if cfg.output.postgres is not None:
         from lowwater.io.postgres import PostgresSink
 
-        pg = PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key, written=outputs)
+        pg = PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key)
         pg.begin_step(step)
         pg.write("results", step, rows)
         pg.deliver(step, -1, None)

@@ -194,9 +194,8 @@ class Engine:
         if cfg.output.kind == "postgres" and cfg.output.postgres is not None:
             from lowwater.io.postgres import PostgresSink
 
-            # The output path names the pipeline, so several pipelines can share one database. It stages
-            # what the Parquet output wrote (one computation of each frame), so it comes after it.
-            sinks.append(PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key, written=self.outputs))
+            # The output path names the pipeline, so several pipelines can share one database.
+            sinks.append(PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key))
         if cfg.output.kind == "delta":  # Delta tables under <output>/delta/<kind>, beside Parquet (ADR 0026)
             from lowwater.io.delta import DeltaSink, app_id
 
