@@ -11,21 +11,26 @@ before the manifest replays the step through every sink.
 Every sink is self-contained: it writes the frame it is given and reads
 nothing another sink wrote, so sinks may be listed in any order, or alone.
 When several sinks take a frame, :class:`Sinks` persists it while they write
-it, so it is computed once and every sink receives the same rows. Adding a
-sink is one module implementing :class:`Sink` and one registration line
-(``io/registry.py``).
+it, so it is computed once and every sink receives the same rows.
+
+Adding a sink is one module implementing :class:`Sink` and one
+:func:`register_sink` line: ``[output] kind = "<kind>"`` then puts it beside
+the engine's Parquet output (:func:`output_sinks`); PostgreSQL and Delta are
+registered that way below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
-from lowwater.config.output import DEAD_LETTER_COLUMNS, LATE_COLUMNS
+from lowwater.config import PipelineConfig
+from lowwater.config.output import DEAD_LETTER_COLUMNS, LATE_COLUMNS, OUTPUT_KINDS, register_output_kind
 
 
 def side_schema(inputs: StructType, own: tuple[str, ...]) -> StructType:
@@ -122,3 +127,57 @@ class Sinks:
     def deliver(self, step: int, spark_batch: int, metrics: dict[str, Any]) -> None:
         for s in self.sinks:
             s.deliver(step, spark_batch, metrics)
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    """What a sink kind is built from: the pipeline, the session and the checkpoint's lowwater directory."""
+
+    cfg: PipelineConfig
+    spark: SparkSession
+    lw_dir: str  # <checkpoint>/lowwater: a sink's own state (Delta's app id)
+
+
+SinkFactory = Callable[[SinkContext], Sink]
+SINK_KINDS: dict[str, SinkFactory] = {}  # [output] kind -> its sink (beside Parquet); "parquet": none
+
+
+def register_sink(kind: str, factory: SinkFactory) -> None:
+    """Make ``[output] kind = "<kind>"`` put ``factory``'s sink beside the Parquet output."""
+    if kind in SINK_KINDS or kind == "parquet":
+        msg = f"output kind {kind!r} is registered already"
+        raise ValueError(msg)
+    register_output_kind(kind)
+    SINK_KINDS[kind] = factory
+
+
+def unregister_sink(kind: str) -> None:
+    """Undo :func:`register_sink` (a test's toy sink)."""
+    del SINK_KINDS[kind]
+    OUTPUT_KINDS.remove(kind)
+
+
+def output_sinks(cfg: PipelineConfig, spark: SparkSession, lw_dir: str) -> list[Sink]:
+    """The sinks ``[output] kind`` adds to the engine's Parquet output (none for ``parquet``)."""
+    factory = SINK_KINDS.get(cfg.output.kind)
+    return [] if factory is None else [factory(SinkContext(cfg, spark, lw_dir))]
+
+
+def _postgres(ctx: SinkContext) -> Sink:
+    from lowwater.io.postgres import PostgresSink
+
+    # The output path names the pipeline, so several pipelines can share one database.
+    assert ctx.cfg.output.postgres is not None  # config/output.py: required with kind = "postgres"
+    return PostgresSink(ctx.cfg.output.postgres, ctx.cfg.output.path, ctx.cfg.window.key)
+
+
+def _delta(ctx: SinkContext) -> Sink:
+    from lowwater.io.delta import DeltaSink, app_id
+    from lowwater.runtime.fs import HadoopFS
+
+    # Delta tables under <output>/delta/<kind>, beside Parquet (ADR 0026).
+    return DeltaSink(ctx.spark, ctx.cfg.output.path, ctx.cfg.window.key, app_id(HadoopFS(ctx.spark), ctx.lw_dir))
+
+
+register_sink("postgres", _postgres)
+register_sink("delta", _delta)

@@ -54,7 +54,7 @@ from lowwater.io.landing import check_resumable
 from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.io.parse import normalise, normalise_source, unit_matters
-from lowwater.io.sink import Sink, Sinks
+from lowwater.io.sink import Sinks, output_sinks
 from lowwater.io.source import Admitted
 from lowwater.io.sources import source_state_dir, to_layout, union_layout, union_payload
 from lowwater.runtime.columns import select
@@ -190,17 +190,8 @@ class Engine:
         )
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests): read at each use, never bound
         self.outputs = ParquetOutputs(spark, cfg.output.path)
-        sinks: list[Sink] = [self.outputs]
-        if cfg.output.kind == "postgres" and cfg.output.postgres is not None:
-            from lowwater.io.postgres import PostgresSink
-
-            # The output path names the pipeline, so several pipelines can share one database.
-            sinks.append(PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key))
-        if cfg.output.kind == "delta":  # Delta tables under <output>/delta/<kind>, beside Parquet (ADR 0026)
-            from lowwater.io.delta import DeltaSink, app_id
-
-            sinks.append(DeltaSink(spark, cfg.output.path, cfg.window.key, app_id(self.fs, self.lw_dir)))
-        self.sinks = Sinks(spark, sinks)
+        # [output] kind's sink beside the Parquet output (io/sink.register_sink: postgres, delta, ...).
+        self.sinks = Sinks(spark, [self.outputs, *output_sinks(cfg, spark, self.lw_dir)])
         self.planner = StepPlanner(cfg, unit, lambda: self.clock())
         self.operator: WindowOperator = OPERATORS[cfg.window.type](
             cfg, spark, self.layout, f"{self.lw_dir}/state", self.sinks, self.schema, lambda: self.clock(),
