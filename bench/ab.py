@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     shape = {"tumbling": suite.TUMBLING, "hopping": suite.HOPPING, "session": suite.SESSION}[args.shape]
 
     from lowwater.config import SparkConfig
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
 
     spark = get_spark(SparkConfig(master="local[2]", app_name="lowwater-ab", shuffle_partitions=4, conf={
         "spark.sql.streaming.stateStore.providerClass":

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     from lowwater.config import SparkConfig
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
 
     spark = get_spark(SparkConfig(
         master=args.master,

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--l-order", type=int, default=15)
     args = p.parse_args(argv)
     from lowwater.config import SparkConfig
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
 
     spark = get_spark(SparkConfig(master="local[2]", app_name="bench-join", shuffle_partitions=2,
                                   conf={"spark.ui.enabled": "false"}))

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from lowwater.config import SparkConfig
     from lowwater.io.kafka import connector_jars
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
     from lowwater.testing.kafka import TestBroker
 
     work = Path(tempfile.mkdtemp(prefix="lowwater-bench-kafka-"))

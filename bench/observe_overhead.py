@@ -32,13 +32,15 @@ from bench.suite import PARTITIONS, RATE, TUMBLING, land, lowwater_config
 def one_run(spark, data: Path, out: Path, watched: bool, files_per_batch: int,  # noqa: ANN001
             spark_progress: bool = True) -> dict:
     from lowwater.config import parse_config
+    from lowwater.observe.hub import Observers
     from lowwater.spark.engine import Engine
 
     raw = lowwater_config(data, out, TUMBLING, 5, 0, files_per_batch)
     if watched:
         raw["observe"] = {"prometheus_port": 0, "spark_progress": spark_progress, "pipeline": out.name}
         raw["alerts"] = {}
-    engine = Engine(parse_config(raw), spark)
+    cfg = parse_config(raw)
+    engine = Engine(cfg, spark, observers=Observers(cfg))
     stop = threading.Event()
     scrapes = [0]
 
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="watched runs without [observe] spark_progress (Prometheus and alerts only)")
     args = ap.parse_args(argv)
     from lowwater.config import SparkConfig
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
 
     spark = get_spark(SparkConfig(master=args.master, app_name="lowwater-bench-observe", shuffle_partitions=2,
                                   conf={"spark.ui.enabled": "false"}), quiet=True)

@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     from bench.suite import Shape, lowwater_config
     from lowwater.config import SparkConfig, parse_config
     from lowwater.reconcile.job import reconcile
+    from lowwater.runtime.session import get_spark
     from lowwater.spark.engine import Engine
-    from lowwater.spark.session import get_spark
 
     spark = get_spark(SparkConfig(master=args.master, app_name="lowwater-bench-reconcile", shuffle_partitions=8,
                                   conf={"spark.driver.memory": "8g", "spark.ui.enabled": "false"}))

@@ -60,8 +60,8 @@ def main() -> None:
 
     from lowwater.config import SparkConfig, parse_config
     from lowwater.io.files import read_batch
+    from lowwater.runtime.session import get_spark
     from lowwater.spark.engine import Engine
-    from lowwater.spark.session import get_spark
     from lowwater.testing.scenario import base_config
 
     logging.getLogger("lowwater").setLevel(logging.DEBUG if os.environ.get("LOWWATER_DEBUG") else logging.WARNING)

@@ -227,7 +227,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     use_tree(here)
     from lowwater.config import SparkConfig
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
 
     spark = get_spark(SparkConfig(master="local[2]", app_name="lowwater-step-cost", shuffle_partitions=2, conf={
         "spark.ui.enabled": "false", "spark.sql.adaptive.coalescePartitions.enabled": "true",

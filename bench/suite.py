@@ -540,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     RECORD = not args.quick
 
     from lowwater.config import SparkConfig
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
 
     spark = get_spark(SparkConfig(
         master=args.master,

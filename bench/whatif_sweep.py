@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from lowwater.advisor.whatif import SweepSpec, run_whatif
     from lowwater.config import SparkConfig, parse_config
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
     from lowwater.time import to_duration_us
 
     spark = get_spark(SparkConfig(master=args.master, app_name="lowwater-bench-whatif", shuffle_partitions=8,

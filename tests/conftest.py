@@ -14,7 +14,7 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from lowwater.config import SparkConfig
     from lowwater.io.kafka import connector_jars
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
 
     session = get_spark(
         SparkConfig(

@@ -28,7 +28,7 @@ def emit(**fields: object) -> None:
 
 def _spark(cores: int):  # noqa: ANN202 - a SparkSession
     from lowwater.config import SparkConfig
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
 
     return get_spark(SparkConfig(
         master=f"local[{cores}]", app_name="lowwater-nexmark", shuffle_partitions=cores,

@@ -12,7 +12,7 @@ from lowwater.config import parse_config
 from lowwater.io.file_backlog import FileBacklogs
 from lowwater.io.filelog import FileLog
 from lowwater.io.landing import _LogReader
-from lowwater.spark.fs import local_files
+from lowwater.runtime.fs import local_files
 
 
 class LocalFS:

@@ -106,7 +106,7 @@ path = "out"
 ])
 def test_run_refuses_before_spark_starts(tmp_path, monkeypatch, agg, line):
     """One line, exit 2, and no SparkSession was ever asked for."""
-    import lowwater.spark.session as session
+    import lowwater.runtime.session as session
 
     def no_jvm(*_a, **_k):
         raise AssertionError("the JVM was started")
@@ -122,7 +122,7 @@ def test_run_refuses_before_spark_starts(tmp_path, monkeypatch, agg, line):
 
 
 def test_run_warns_once_about_naive_clocks_before_spark_starts(tmp_path, monkeypatch):
-    import lowwater.spark.session as session
+    import lowwater.runtime.session as session
 
     def no_jvm(*_a, **_k):
         raise RuntimeError("no JVM in this test")

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lowwater.config import parse_config
+from lowwater.observe.hub import Observers
 from lowwater.spark.engine import Engine
 
 pytestmark = pytest.mark.spark
@@ -71,7 +72,7 @@ def test_a_stalling_partition_trips_spread_and_idle_and_both_resolve_when_it_rej
             "alerts": {"spread_steps": 3, "idle_for": "1ms", "holding_for": False,
                        "webhook": f"http://127.0.0.1:{server.server_port}/hook"},
         }, base_dir=tmp_path)
-        engine = Engine(cfg, spark)
+        engine = Engine(cfg, spark, observers=Observers(cfg))
         manifest = engine.run(once=True)
     finally:
         server.shutdown()

@@ -40,7 +40,7 @@ from lowwater.cli import app
 from lowwater.config import load_config
 from lowwater.io.delta import delta_session
 from lowwater.spark.engine import Engine
-from lowwater.spark.session import get_spark
+from lowwater.runtime.session import get_spark
 
 cfg = load_config("pipeline.toml")
 jars, conf = delta_session(cfg)

@@ -23,8 +23,9 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from lowwater.config import parse_config
 from lowwater.observe.dashboard import Dashboard
+from lowwater.observe.hub import Observers
+from lowwater.observe.spark_progress import OBSERVATION, query_name
 from lowwater.spark.engine import Engine
-from lowwater.spark.progress import OBSERVATION, query_name
 from lowwater.testing.browser import plotted
 from lowwater.testing.scenario import base_config
 
@@ -81,7 +82,7 @@ def watched(spark, tmp_path_factory):
                                    observe={"prometheus_port": 0, "spark_progress": True, "pipeline": "t",
                                             "spark_progress_interval": "1s"},
                                    alerts={}), tmp)
-    engine = Engine(cfg, spark)
+    engine = Engine(cfg, spark, observers=Observers(cfg))
     scraped: dict[int, dict] = {}
     ports: set[int] = set()
     board = Dashboard(tmp / "out", port=0)

@@ -1,11 +1,11 @@
-"""``spark/session``: a job's own Spark settings (the session's values back after it); a new session's settings."""
+"""``runtime/session``: a job's own Spark settings (the session's values back after it); a new session's settings."""
 
 from __future__ import annotations
 
 import pytest
 
 from lowwater.config import SparkConfig
-from lowwater.spark.session import session_conf, settings_in_force
+from lowwater.runtime.session import session_conf, settings_in_force
 
 pytestmark = pytest.mark.spark
 

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.io.files import PARSE_CONF, read_batch, resolve_schema
-from lowwater.spark.parse import normalise
+from lowwater.io.parse import normalise
 
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
 

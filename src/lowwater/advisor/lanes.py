@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from lowwater.core.tracker import DEFAULT_SOURCE, PartitionCodes, WatermarkTracker
-from lowwater.core.watermarks import Adaptive, WatermarkStrategy, clip_future
+from lowwater.core.watermarks import WatermarkStrategy, clip_future
 from lowwater.time import NEG_INF
 
 LaneKey = int | str
@@ -47,16 +47,13 @@ def at_bound(strategy: WatermarkStrategy, bound_us: int) -> WatermarkStrategy:
     """The strategy a grid point ``L`` replays.
 
     Bounded: ``L`` is the default bound; per-partition overrides keep theirs.
-    Adaptive: ``L`` is the floor ``min_lateness`` (``max_lateness`` rises to it
-    if below). Punctuated: unchanged (markers carry no bound).
+    Any other generator says itself (``GeneratorSpec.at_bound``): adaptive makes
+    ``L`` its floor ``min_lateness``; punctuated is unchanged (markers carry no bound).
     """
     if strategy.generator is None:
         return replace(strategy, max_out_of_orderness_us=bound_us, _bounds={})
-    g = strategy.generator
-    if isinstance(g, Adaptive):
-        top = None if g.max_lateness_us is None else max(g.max_lateness_us, bound_us)
-        return replace(strategy, generator=replace(g, min_lateness_us=bound_us, max_lateness_us=top), _bounds={})
-    return strategy
+    moved = strategy.generator.at_bound(bound_us)
+    return strategy if moved == strategy.generator else replace(strategy, generator=moved, _bounds={})
 
 
 def shift_is_exact(strategies: Strategies) -> bool:
@@ -181,7 +178,8 @@ class ExactLanes:
         self.keys: list[LaneKey] = list(lanes)
         self.trackers = {k: WatermarkTracker(dict(s)) for k, s in lanes.items()}
         self.markers = {k: any(s.marker for s in lanes[k].values()) for k in lanes}
-        self.adaptive = {k for k, s in lanes.items() if any(isinstance(x.generator, Adaptive) for x in s.values())}
+        self.adaptive = {k for k, s in lanes.items()
+                         if any(x.generator is not None and x.generator.lateness_varies for x in s.values())}
         self.samples: dict[LaneKey, list[int]] = {k: [] for k in self.adaptive}
 
     def scan(self, chunk: Chunk) -> dict[LaneKey, LaneScan]:

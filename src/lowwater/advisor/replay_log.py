@@ -3,7 +3,7 @@
 One ``[source]``: :func:`arrival_sorted` (the engine's ``normalise``, order
 ``(arrival, partition, offset)`` then the source's own order). ``[[source]]``
 tables: :func:`union_sorted` reads every source with its own format, schema
-and columns (``spark/parse.normalise_source(named=True)``), lays them out in
+and columns (``io/parse.normalise_source(named=True)``), lays them out in
 one schema (``io/sources.to_layout``) and sorts the union into the order
 across sources, ``(arrival_time, source, partition, offset)``, then file
 order, as the engine's planner does (``spark/planner.py``).
@@ -26,8 +26,8 @@ from pyspark.sql import types as T
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.io.files import PARSE_CONF, file_path, read_batch, resolve_schema, resolve_source_schema, uri_path
+from lowwater.io.parse import normalise, normalise_source
 from lowwater.io.sources import to_layout, union_layout, union_payload
-from lowwater.spark.parse import normalise, normalise_source
 
 
 def with_batch(spark: SparkSession, raw: DataFrame, df: DataFrame, files_per_batch: int | None) -> DataFrame:

@@ -104,7 +104,7 @@ def whatif(
                                        all(s.arrival_time for s in cfg.sources))
     except CompareError as e:
         raise _fail(str(e)) from None
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
 
     try:
         spark = get_spark(replace_master(cfg.spark, master), quiet=quiet)
@@ -152,7 +152,7 @@ def delays(
         cfg = _replay_config(input_path, config, fmt, event_time, arrival_time, partition, None, None,
                              time_unit, None, None, None, None, several=False)
         from lowwater.advisor.delays import delay_profile
-        from lowwater.spark.session import get_spark
+        from lowwater.runtime.session import get_spark
 
         spark = get_spark(replace_master(cfg.spark, master), quiet=quiet)
         with job_progress(spark, f"delay profile of {cfg.source.path}", quiet):

@@ -72,7 +72,7 @@ def reconcile(
         jars, conf = delta_session(cfg) if apply else ([], {})  # --apply writes the Delta tables too
     except ConfigError as e:
         raise _fail(str(e)) from None
-    from lowwater.spark.session import get_spark
+    from lowwater.runtime.session import get_spark
 
     try:
         spark = get_spark(cfg.spark, quiet=quiet, jars=jars, conf=conf)
@@ -85,7 +85,7 @@ def reconcile(
     try:
         if held is not None:
             from lowwater.io.lock import hold
-            from lowwater.spark.fs import HadoopFS
+            from lowwater.runtime.fs import HadoopFS
 
             held.release()
             held = hold(cfg, remote=HadoopFS(spark))

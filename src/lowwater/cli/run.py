@@ -181,9 +181,10 @@ def _run(
         jars = jars_for(cfg) + delta_jars  # Spark's Kafka connector when a source is a topic
     except ConfigError as e:
         raise _fail(str(e)) from None
+    from lowwater.observe.hub import Observers
     from lowwater.report import start_line
+    from lowwater.runtime.session import get_spark
     from lowwater.spark.engine import Engine
-    from lowwater.spark.session import get_spark
 
     try:
         spark = get_spark(cfg.spark, quiet=quiet, jars=jars, conf=delta_conf)
@@ -194,7 +195,7 @@ def _run(
     signals.install()
     signals.spark_up = True
     try:
-        engine = Engine(cfg, spark, after_drain=after_drain)
+        engine = Engine(cfg, spark, after_drain=after_drain, observers=Observers(cfg))
         signals.engine = engine
         if signals.signum is not None:
             raise _Interrupted(signals.signum)

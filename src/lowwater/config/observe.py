@@ -31,7 +31,7 @@ class ObserveConfig:
     # ends before any scrape of its endpoint would see its last step (docs/observability.md, Prometheus).
     prometheus_textfile: str | None = None
     pipeline: str | None = None  # the `pipeline` label; default: the output path
-    spark_progress: bool = False  # the figures as observed metrics of a companion query (spark/progress.py)
+    spark_progress: bool = False  # the figures as observed metrics of a companion query (observe/spark_progress.py)
     spark_progress_interval_us: int = DEFAULT_PROGRESS_INTERVAL_US  # the companion's trigger
 
 

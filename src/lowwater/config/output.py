@@ -11,7 +11,8 @@ from typing import Any
 from lowwater.config.errors import ConfigError, duration, text
 from lowwater.config.overrides import resolve
 
-OUTPUT_KINDS = ("parquet", "postgres", "delta")
+# [output] kind: Parquet alone, or a sink beside it; io/sink.register_sink adds a kind (its one registration line).
+OUTPUT_KINDS = ["parquet", "postgres", "delta"]
 OUTPUT_KEYS = frozenset({"path", "checkpoint", "kind", "postgres"})
 PG_TABLE_KEYS = (
     "results_table", "late_table", "dead_letter_table", "metrics_table", "batches_table", "joined_table",
@@ -58,6 +59,12 @@ class OutputConfig:
 
     def sub(self, name: str) -> str:
         return f"{self.path.rstrip('/')}/{name}"
+
+
+def register_output_kind(kind: str) -> None:
+    """Accept ``[output] kind = "<kind>"`` (called by ``io/sink.register_sink``, which knows its sink)."""
+    if kind not in OUTPUT_KINDS:
+        OUTPUT_KINDS.append(kind)
 
 
 def parse_postgres(p: Any) -> PostgresConfig:

@@ -38,7 +38,8 @@ from lowwater.core.tracker_state import DEFAULT_SOURCE
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.time import US_PER
 
-FORMATS = ("jsonl", "csv", "parquet", "kafka")
+# source.format: the built-in kinds; io/source.register_source_kind adds one (read with the file keys).
+FORMATS = ["jsonl", "csv", "parquet", "kafka"]
 TIME_UNITS = ("s", "ms", "us")
 SOURCE_KEYS = frozenset({
     "format", "path", "partition", "offset", "arrival_time", "event_time", "time_unit", "max_files_per_batch",
@@ -186,6 +187,12 @@ def _name(name: Any) -> str:
                "it is spelled in keys such as source.<name>.path)")
         raise ConfigError(msg)
     return name
+
+
+def register_format(fmt: str) -> None:
+    """Accept ``format = "<fmt>"`` (called by ``io/source.register_source_kind``, which knows how to open it)."""
+    if fmt not in FORMATS:
+        FORMATS.append(fmt)
 
 
 def parse_source(s: dict[str, Any], base: Path, name: str, named: bool) -> SourceConfig:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lowwater.config.errors import ConfigError
-from lowwater.core.watermarks import Adaptive, Punctuated, StrategyError, WatermarkStrategy, strategy_from_table
-from lowwater.time import format_duration_us
+from lowwater.core.watermarks import STRATEGIES, StrategyError, WatermarkStrategy, strategy_from_table
+from lowwater.core.watermarks.protocol import setting_text
 
 if TYPE_CHECKING:
     from lowwater.config.source import SourceConfig
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 def parse_strategy(table: Any, where: str) -> WatermarkStrategy:
     """The strategy of one watermark table; every error names ``<where>.<key>``."""
     if not isinstance(table, dict):
-        msg = f"{where}: expected a table {{ strategy = \"bounded\" | \"punctuated\" | \"adaptive\", ... }}"
+        names = " | ".join(f'"{name}"' for name in STRATEGIES)
+        msg = f"{where}: expected a table {{ strategy = {names}, ... }}"
         raise ConfigError(msg)
     try:
         return strategy_from_table(table, where=where)
@@ -36,9 +37,9 @@ def check_strategy(src: SourceConfig, strategy: WatermarkStrategy, where: str) -
     if strategy.idle_timeout_us is not None and not src.arrival_time:
         msg = f"{where}.idle_timeout: needs {at}.arrival_time (idleness is measured on the arrival clock)"
         raise ConfigError(msg)
-    if isinstance(strategy.generator, Adaptive) and not src.arrival_time:
-        msg = (f"{where}.strategy: adaptive needs {at}.arrival_time (the delay arrival_time - event_time "
-               "is measured on the arrival clock)")
+    why = strategy.generator.arrival_needed_for if strategy.generator is not None else None
+    if why and not src.arrival_time:
+        msg = f"{where}.strategy: {strategy.kind} needs {at}.arrival_time ({why})"
         raise ConfigError(msg)
     if strategy.max_future_skew_us is not None and not src.arrival_time:
         msg = f"{where}.max_future_skew: needs {at}.arrival_time (event times are clamped to the arrival clock)"
@@ -54,12 +55,6 @@ def check_strategy(src: SourceConfig, strategy: WatermarkStrategy, where: str) -
         raise ConfigError(msg)
 
 
-def _dur(us: int | None) -> str:
-    if us is None:
-        return "unset"
-    return format_duration_us(us) if us else "0s"
-
-
 def describe_strategy(strategy: WatermarkStrategy) -> str:
     """A stable one-line text of every setting of ``strategy`` (fingerprints, logs).
 
@@ -68,27 +63,20 @@ def describe_strategy(strategy: WatermarkStrategy) -> str:
     """
     parts = [describe_generator(strategy)]
     if strategy.idle_timeout_us is not None:
-        parts.append(f"idle_timeout={_dur(strategy.idle_timeout_us)}")
+        parts.append(f"idle_timeout={setting_text(strategy.idle_timeout_us)}")
     if strategy.declared_partitions:
         parts.append(f"partitions=[{', '.join(sorted(strategy.declared_partitions))}]")
     if strategy.max_future_skew_us is not None:
-        parts.append(f"max_future_skew={_dur(strategy.max_future_skew_us)}")
+        parts.append(f"max_future_skew={setting_text(strategy.max_future_skew_us)}")
     return ", ".join(parts)
 
 
 def describe_generator(strategy: WatermarkStrategy) -> str:
     """The generator part of :func:`describe_strategy`: the strategy's name and its own keys."""
-    g = strategy.generator
-    if isinstance(g, Punctuated):
-        return f"punctuated marker={g.marker}"
-    if isinstance(g, Adaptive):
-        window = f"rows={g.rows}" if g.rows is not None else ""
-        if g.over_us is not None:
-            window = ", ".join(filter(None, [window, f"over={_dur(g.over_us)}"]))
-        return (f"adaptive target_quantile={g.target_quantile:g}, {window}, min_lateness={_dur(g.min_lateness_us)}, "
-                f"max_lateness={_dur(g.max_lateness_us)}")
-    text = f"bounded max_out_of_orderness={_dur(strategy.max_out_of_orderness_us)}"
+    if strategy.generator is not None:
+        return strategy.generator.describe()
+    text = f"bounded max_out_of_orderness={setting_text(strategy.max_out_of_orderness_us)}"
     if strategy.per_partition_us:
         text += ", out_of_orderness_by_partition={" + ", ".join(
-            f"{p}={_dur(b)}" for p, b in sorted(strategy.per_partition_us)) + "}"
+            f"{p}={setting_text(b)}" for p, b in sorted(strategy.per_partition_us)) + "}"
     return text

@@ -111,8 +111,9 @@ def run_kafka_demo(
 ) -> dict:
     """Start the broker, produce the stream while the engine reads it; stop on Ctrl-C or after ``run_for_s``."""
     from lowwater.io.kafka import jars_for
+    from lowwater.observe.hub import Observers
+    from lowwater.runtime.session import get_spark
     from lowwater.spark.engine import Engine
-    from lowwater.spark.session import get_spark
     from lowwater.testing.kafka import TestBroker
 
     console = console or Console(markup=False, highlight=False)
@@ -135,7 +136,7 @@ def run_kafka_demo(
         cfg = load_config(cfg_path)
         console.print(f"lowwater demo --kafka: broker at {broker.bootstrap}, topic {TOPIC} ({spec.partitions} "
                       f"partitions); producing {len(rows):,} payments at {speed:g}x; config {cfg_path}; Ctrl-C stops")
-        engine = Engine(cfg, get_spark(cfg.spark, jars=jars_for(cfg)))
+        engine = Engine(cfg, get_spark(cfg.spark, jars=jars_for(cfg)), observers=Observers(cfg))
         deadline = None if run_for_s is None else time.monotonic() + run_for_s
 
         def on_step(step: int, row: Mapping[str, Any], totals: Mapping[str, int], _alerts: Mapping) -> None:

@@ -51,12 +51,13 @@ def run_demo(
     written = f": payments stream written to {cfg.source.path} ({cfg_path})"
     console.print(Text.assemble(("lowwater demo", "bold"), written))
 
+    from lowwater.observe.hub import Observers
+    from lowwater.runtime.session import get_spark
     from lowwater.spark.engine import Engine
-    from lowwater.spark.session import get_spark
 
     spark = get_spark(cfg.spark)
     t0 = time.monotonic()
-    engine = Engine(cfg, spark)
+    engine = Engine(cfg, spark, observers=Observers(cfg))
     manifest = engine.run(once=True, drain=True)
     elapsed = time.monotonic() - t0
     summary = engine.summary(manifest)

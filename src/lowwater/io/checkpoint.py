@@ -45,7 +45,7 @@ class DrainedInputError(ConfigError):
 
 
 class TextFiles(Protocol):
-    """What the fingerprint needs from :class:`lowwater.spark.fs.HadoopFS`."""
+    """What the fingerprint needs from :class:`lowwater.runtime.fs.HadoopFS`."""
 
     def exists(self, path: str) -> bool: ...
     def read_text(self, path: str) -> str: ...

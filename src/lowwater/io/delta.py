@@ -1,6 +1,6 @@
 """Delta Lake sink: every output as a Delta table under ``<output>/delta/<kind>``, exactly once.
 
-One of the pipeline's sinks (``io/sink.py``), after the Parquet output (which
+One of the pipeline's sinks (``io/sink.py``), beside the Parquet output (which
 stays the engine's own output: reconcile, the dashboard and what-if read it).
 It writes the frames it is given, not the Parquet files, as plain Spark
 ``format("delta")`` appends with the JVM jars of ``jars/pom.xml``'s ``delta``
@@ -41,7 +41,7 @@ from pyspark.sql.types import StructType
 
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.io.outputs import nullable
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -141,13 +141,15 @@ class DeltaSink:
             with self._one:
                 self._append(kind, frame, step)
             return
-        rows = frame.persist()  # appended, then merged: computed once
+        mine = not frame.is_cached  # appended, then merged: computed once (Sinks may have persisted it)
+        rows = frame.persist() if mine else frame
         try:
             with self._one:
                 self._append(kind, rows, step)
                 self._merge_current(rows, step)
         finally:
-            rows.unpersist()
+            if mine:
+                rows.unpersist()
 
     def clear(self, kind: str, step: int) -> None:
         """No rows of ``kind``: nothing to append (an earlier attempt's rows, if any, are the step's)."""

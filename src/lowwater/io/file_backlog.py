@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping
 
 from lowwater.config import PipelineConfig
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 
 log = logging.getLogger("lowwater")
 

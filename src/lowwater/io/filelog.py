@@ -27,7 +27,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 
 _SEGMENT = re.compile(r"^(\d{12})\.json$")
 

@@ -129,7 +129,7 @@ def infer_schema(spark: SparkSession, src: SourceConfig, prefer: Collection[str]
 # Spark's column names ignore case (spark.sql.caseSensitive is false), so `Origin` next to `origin` is one
 # name twice: schema inference fails with COLUMN_ALREADY_EXISTS. JSON Lines keep one spelling per name (the
 # configuration's, else the lower-case one, else the first) and note the others on it; a line that has
-# another spelling is a dead letter with that reason (``_load``, ``spark/parse._malformed_reason``). Parquet
+# another spelling is a dead letter with that reason (``_load``, ``io/parse._malformed_reason``). Parquet
 # and CSV columns are the file's own: one configuration line (CSV headers Spark renames itself).
 _CLASH = "COLUMN_ALREADY_EXISTS"
 CASE_VARIANTS = "lowwater.case_variants"  # field metadata: the other spellings of this column seen in the input

@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
 from lowwater.core.frontier import kafka_lane
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 
 log = logging.getLogger("lowwater")
 

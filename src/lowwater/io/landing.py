@@ -47,7 +47,7 @@ from lowwater.io.checkpoint import start_fresh
 from lowwater.io.filelog import FileLog
 from lowwater.io.files import empty_batch, read_batch
 from lowwater.io.source import Admitted
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 
 log = logging.getLogger("lowwater")
 

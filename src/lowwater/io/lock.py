@@ -68,7 +68,7 @@ class OutputLockedError(ConfigError):
 
 
 class RemoteFiles(Protocol):
-    """What the lock needs from :class:`lowwater.spark.fs.HadoopFS` for non-local paths."""
+    """What the lock needs from :class:`lowwater.runtime.fs.HadoopFS` for non-local paths."""
 
     def local_path(self, path: str) -> str | None: ...
     def create_new(self, path: str, text: str) -> bool: ...

@@ -31,8 +31,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from lowwater.spark.columns import select_built
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.columns import select_built
+from lowwater.runtime.fs import HadoopFS
 
 KINDS = ("results", "late", "dead_letter", "metrics")
 EMPTY_STEP = -1  # ``batch_id=-1`` holds each output's empty schema file
@@ -83,10 +83,6 @@ class ParquetOutputs:
     def write(self, kind: str, step: int, df: DataFrame) -> None:
         """Write the step's frame (replacing what an earlier attempt of the step wrote)."""
         nullable(df).write.mode("overwrite").parquet(self.path(kind, step))
-
-    def read(self, kind: str, step: int) -> DataFrame:
-        """What :meth:`write` wrote for the step (a later sink stages from it: the frame is computed once)."""
-        return self.spark.read.parquet(self.path(kind, step))
 
     def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: StructType) -> None:
         """A handful of driver-side rows (metrics): plain Parquet when the path is local, else Spark."""

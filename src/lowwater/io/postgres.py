@@ -1,8 +1,10 @@
 """PostgreSQL sink: results, late rows, dead letters, joined rows and metrics, exactly once.
 
-One of the pipeline's sinks (``io/sink.py``), after the Parquet output: it
-stages each frame from the Parquet files that sink just wrote, so a step's
-frame is computed once and PostgreSQL receives exactly the rows Parquet has.
+One of the pipeline's sinks (``io/sink.py``), self-contained: it stages the
+frame it is given, so it may come before or after the Parquet output, or be
+the only sink. A frame several sinks take is persisted by ``Sinks`` while
+they write it, so it is computed once and PostgreSQL receives exactly the
+rows Parquet has.
 
 Protocol (one step = one micro-batch or the drain):
 
@@ -37,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -48,9 +50,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lowwater.config import PostgresConfig
-
-if TYPE_CHECKING:
-    from lowwater.io.outputs import ParquetOutputs
 
 log = logging.getLogger("lowwater")
 
@@ -214,19 +213,12 @@ def _copy_partition(cfg: PostgresConfig, staging: sql.Composable, pipeline: str,
 
 
 class PostgresSink:
-    """Delivers a step's rows to PostgreSQL in one transaction with its batch id.
+    """Delivers a step's rows to PostgreSQL in one transaction with its batch id (staged from the frames given)."""
 
-    ``written``: the Parquet output the step's frames are staged from (see
-    the module docstring); without it, only :meth:`stage` takes rows.
-    """
-
-    def __init__(
-        self, cfg: PostgresConfig, pipeline: str, keys: tuple[str, ...], written: ParquetOutputs | None = None,
-    ) -> None:
+    def __init__(self, cfg: PostgresConfig, pipeline: str, keys: tuple[str, ...]) -> None:
         self.cfg = cfg
         self.pipeline = pipeline
         self.keys = keys
-        self.written = written
         self.tables = {"results": cfg.results_table, "late": cfg.late_table, "dead_letter": cfg.dead_letter_table,
                        "joined": cfg.joined_table}
         self._columns: dict[str, list[str]] = {}  # kinds whose tables this process created/checked
@@ -304,13 +296,9 @@ class PostgresSink:
             self.ensure_tables(kind, empty.schema)
 
     def write(self, kind: str, step: int, frame: DataFrame) -> None:
-        """Stage the step's rows of ``kind`` from what the Parquet output wrote for it (``frame`` is not recomputed)."""
-        if kind not in KINDS:
-            return
-        if self.written is None:
-            msg = "PostgresSink.write needs the Parquet output it stages from (written=...)"
-            raise RuntimeError(msg)
-        self.stage(kind, step, self.written.read(kind, step))
+        """Stage the step's rows of ``kind`` from the frame given (replacing an earlier attempt's, part by part)."""
+        if kind in KINDS:
+            self.stage(kind, step, frame)
 
     def clear(self, kind: str, step: int) -> None:
         """No rows of ``kind``: nothing to stage (:meth:`begin_step` removed an earlier attempt's)."""

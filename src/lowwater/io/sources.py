@@ -6,7 +6,7 @@ and a micro-batch takes whatever every source has (each cut on its own;
 ``max_files_per_batch`` per source). The query runs on the union of the
 sources' position streams, each tagged with its source's name; ``admit``
 reads each source's files with its own format and schema, normalises them
-with its own columns (``spark/parse.normalise_source``) and lays them out in
+with its own columns (``io/parse.normalise_source``) and lays them out in
 one schema (:func:`union_layout`): the window's key and value columns, every
 source's other columns (null where a source lacks one) and the engine's
 columns, ``_source`` among them. A Kafka source (``format = "kafka"``) streams
@@ -26,16 +26,16 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.config import PipelineConfig
+from lowwater.config import ConfigError, PipelineConfig
 from lowwater.config.output import SOURCE_COLUMN
 from lowwater.io.files import CORRUPT
 from lowwater.io.headers import source_state_dir  # noqa: F401 - its home before io/headers.py
 from lowwater.io.kafka import KafkaSource
 from lowwater.io.landing import LandingSource
-from lowwater.io.source import Admitted
-from lowwater.spark.parse import normalise_source
+from lowwater.io.parse import normalise_source
+from lowwater.io.source import BUILT_IN, Admitted
 
-# The engine's columns of a normalised row (spark/parse.py), with their types in a union.
+# The engine's columns of a normalised row (io/parse.py), with their types in a union.
 ENGINE_COLUMNS = T.StructType([
     T.StructField(CORRUPT, T.StringType()),
     T.StructField("_file", T.StringType()),
@@ -97,6 +97,11 @@ class UnionSource:
     ) -> None:
         self.spark = spark
         self.cfg = cfg
+        for s in cfg.sources:
+            if s.format not in BUILT_IN:
+                msg = (f"{s.key('format')}: {s.format!r} is a registered source kind; [[source]] tables take "
+                       "landing directories and Kafka topics only (a single [source] takes it)")
+                raise ConfigError(msg)
         self.values = tuple(cfg.window.value_columns)
         self.layout = union_layout(union_payload(spark, schemas))
         self.parts = {

@@ -1,24 +1,25 @@
 """The engine's one hook into observation: every committed step goes to each exporter, none can fail a step.
 
-The engine calls :meth:`Observers.on_step` after a step's manifest is
-committed, with the step's ``metrics/`` row and the running totals. An
-exporter that raises is logged (once per kind of error) and the run goes on:
-watching the pipeline must never stop it. Exporters are started by
-:meth:`Observers.start` when a run starts and stopped when it ends.
+The top layer (``lowwater run``, the demo) builds :class:`Observers` and hands
+it to ``Engine(..., observers=...)``: the engine knows only its base,
+``spark/hooks.StepHooks``, and never imports this package. The engine calls
+:meth:`Observers.on_step` after a step's manifest is committed, with the
+step's ``metrics/`` row and the running totals. An exporter that raises is
+logged (once per kind of error) and the run goes on: watching the pipeline
+must never stop it. Exporters are started by :meth:`Observers.start` when a
+run starts and stopped when it ends.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from lowwater.config import ConfigError, PipelineConfig
+from lowwater.spark.hooks import StepHooks
 
 log = logging.getLogger("lowwater")
-
-# A hook gets (step, metrics row, running totals, alert rule -> firing) of each committed step.
-StepHook = Callable[[int, Mapping[str, Any], Mapping[str, int], Mapping[str, bool]], None]
 
 
 class Exporter(Protocol):
@@ -34,16 +35,16 @@ def pipeline_name(cfg: PipelineConfig) -> str:
     return cfg.observe.pipeline or cfg.output.path
 
 
-class Observers:
+class Observers(StepHooks):
     """The exporters configured in ``[observe]``, plus ``hooks`` (callables a caller or a test adds)."""
 
+    cfg: PipelineConfig
+
     def __init__(self, cfg: PipelineConfig) -> None:
-        self.cfg = cfg
+        super().__init__(cfg)
         self.exporters: list[Exporter] = []
-        self.hooks: list[StepHook] = []
         self.prometheus = None
         self.alerting = None
-        self._warned: set[str] = set()
 
     def start(self, spark: Any = None, lw_dir: str | None = None, outputs: Any = None) -> None:
         """Start the configured exporters (idempotent).
@@ -68,7 +69,7 @@ class Observers:
 
             self.alerting = Alerting(self.cfg.alerts, pipeline_name(self.cfg), write)
         if obs.spark_progress and spark is not None and lw_dir is not None:
-            from lowwater.spark.progress import SparkProgress
+            from lowwater.observe.spark_progress import SparkProgress
 
             self.exporters.append(SparkProgress(spark, lw_dir, pipeline_name(self.cfg),
                                                 obs.spark_progress_interval_us / 1e6))
@@ -94,15 +95,7 @@ class Observers:
             except Exception as e:  # noqa: BLE001 - alerting must not fail the step
                 log.warning("alert rules failed on step %d (the step is committed): %s", step, e)
             alerts = self.alerting.firing
-        for target in (*(e.on_step for e in self.exporters), *self.hooks):
-            try:
-                target(step, row, totals, alerts)
-            except Exception as e:  # noqa: BLE001 - an exporter must not fail the step
-                who = getattr(target, "__qualname__", type(target).__name__)
-                kind = f"{who}:{type(e).__name__}"
-                if kind not in self._warned:
-                    self._warned.add(kind)
-                    log.warning("observer %s failed on step %d (the step is committed): %s", who, step, e)
+        self.notify((*(e.on_step for e in self.exporters), *self.hooks), step, row, totals, alerts)
 
     def close(self) -> None:
         """Stop every exporter (idempotent)."""

@@ -8,7 +8,7 @@ of them. The exporters only translate:
 
 * ``metrics/`` Parquet is the row itself (its columns are not changed here);
 * Prometheus (``observe/prometheus.py``) renders :func:`samples`;
-* Spark's own progress (``spark/progress.py``) carries :func:`progress_figures`,
+* Spark's own progress (``observe/spark_progress.py``) carries :func:`progress_figures`,
   the unlabelled figures flattened into one struct.
 
 Units: seconds (float) for watermarks (since the epoch), lags, spreads and

@@ -37,7 +37,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.reconcile import ADD, rule
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.reconcile.stream import output_funcs
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 from lowwater.time import output_us
 
 CORRECTION_BASE = 1_000_000_000_000
@@ -123,7 +123,7 @@ def apply_corrections(spark: SparkSession, cfg: PipelineConfig, result) -> int: 
     if cfg.output.postgres is not None:
         from lowwater.io.postgres import PostgresSink
 
-        pg = PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key, written=outputs)
+        pg = PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key)
         pg.begin_step(step)
         pg.write("results", step, rows)
         pg.deliver(step, -1, None)

@@ -49,8 +49,8 @@ from lowwater.core.partials import OUTPUTS, ROWS, Field
 from lowwater.core.reconcile import CAUSES
 from lowwater.reconcile.log import DEAD, MOVED, TRUTH
 from lowwater.reconcile.position import StreamPosition
+from lowwater.runtime.sqltext import cast, expr, q
 from lowwater.spark.aggtypes import result_expr
-from lowwater.spark.sqltext import cast, expr, q
 
 # A cause as a small int (CAUSES' order; null: counted), compared in every per-window aggregate.
 CODE = {c: i for i, c in enumerate(CAUSES)}

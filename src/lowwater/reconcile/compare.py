@@ -21,7 +21,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.reconcile import CAUSES, LATEST, REL_TOLERANCE, rule
 from lowwater.reconcile.position import StreamPosition
 from lowwater.reconcile.stream import output_funcs
-from lowwater.spark.sqltext import cast, expr, q
+from lowwater.runtime.sqltext import cast, expr, q
 
 COUNTS = ("count",)
 

@@ -25,9 +25,9 @@ from lowwater.io.outputs import OUTPUT_CONF
 from lowwater.reconcile import attribution, compare, late, log, report, stream
 from lowwater.reconcile.apply import covered_files
 from lowwater.reconcile.position import StreamPosition, stream_position
-from lowwater.spark.fs import HadoopFS
-from lowwater.spark.session import settings_in_force
-from lowwater.spark.sqltext import expr, q
+from lowwater.runtime.fs import HadoopFS
+from lowwater.runtime.session import settings_in_force
+from lowwater.runtime.sqltext import expr, q
 from lowwater.time import format_ts
 
 LARGEST = 10

@@ -116,7 +116,7 @@ def mark(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[st
     join. The pairs of identical rows share a key; ``attribution.tally``
     counts only ``_copies`` of them late.
     """
-    from lowwater.spark.fs import HadoopFS
+    from lowwater.runtime.fs import HadoopFS
 
     on_disk = HadoopFS(spark).size(late_path)
     gathered = _gathered(spark, late_path, columns, forms) if 0 < on_disk <= FEW_BYTES else None
@@ -159,9 +159,9 @@ def as_pairs(spark: SparkSession, late_path: str, cfg: PipelineConfig, schema: T
     makes its window unexplained, as a row the stream counted twice would.
     """
     from lowwater.config.output import LATE_COLUMNS
+    from lowwater.io.parse import normalise
     from lowwater.io.sink import side_schema
-    from lowwater.spark.fs import HadoopFS
-    from lowwater.spark.parse import normalise
+    from lowwater.runtime.fs import HadoopFS
 
     if HadoopFS(spark).size(late_path) == 0:
         return None

@@ -1,7 +1,7 @@
 """The whole log as (row, window) pairs: what the batch truth is computed from, and where each row went.
 
 The log is read and parsed by the engine's own code (``io/files.read_batch``,
-``spark/parse.normalise``: the same clocks, the same dead-letter rules), so a
+``io/parse.normalise``: the same clocks, the same dead-letter rules), so a
 row is a dead letter here iff it is one in the stream; dead letters are in no
 result and are only counted. Each valid row gets
 
@@ -38,10 +38,10 @@ from pyspark.sql import types as T
 from lowwater.config import PipelineConfig
 from lowwater.io.files import CORRUPT, PARSE_CONF, file_path, read_batch, resolve_schema, uri_path
 from lowwater.io.footers import null_free
+from lowwater.io.parse import normalise
 from lowwater.reconcile.position import StreamPosition
+from lowwater.runtime.session import persist_with
 from lowwater.spark.aggtypes import value_expr
-from lowwater.spark.parse import normalise
-from lowwater.spark.session import persist_with
 
 # A pair's role, as a small int (a grouping key on every pair: no strings to hash).
 TRUTH, MOVED, DEAD = 0, 1, 2

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pyspark.sql import SparkSession
 
 from lowwater.config import ConfigError, PipelineConfig
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 from lowwater.time import NEG_INF, POS_INF
 
 _MANIFEST = re.compile(r"^manifest-(\d{12})\.json$")

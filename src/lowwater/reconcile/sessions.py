@@ -39,7 +39,7 @@ from lowwater.config import PipelineConfig
 from lowwater.core.reconcile import ADD, LATEST, MAX, MIN, SIGNED, rule
 from lowwater.reconcile import stream
 from lowwater.reconcile.log import TRUTH
-from lowwater.spark.sqltext import expr
+from lowwater.runtime.sqltext import expr
 from lowwater.time import NEG_INF
 
 

@@ -116,7 +116,7 @@ def _decoded(value: Column, dt: T.DataType) -> Column:
         return F.date_from_unix_date(value.cast("int"))
     if isinstance(dt, T.TimestampType):
         return F.timestamp_micros(value)
-    if isinstance(dt, T.TimestampNTZType):  # the session's zone is UTC (spark/session.py): µs as a wall clock
+    if isinstance(dt, T.TimestampNTZType):  # the session's zone is UTC (runtime/session.py): µs as a wall clock
         return F.timestamp_micros(value).cast(T.TimestampNTZType())
     if isinstance(dt, T.BooleanType):
         return value.cast("boolean")

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from lowwater.spark.columns import select
+from lowwater.runtime.columns import select
 
 Batches = Iterator[pa.RecordBatch]
 Attach = Callable[[Batches], Batches]

@@ -4,7 +4,7 @@ One micro-batch (``foreachBatch``) is one *step*, driven the same way for
 every window type::
 
     parse ──> plan ──────────> operator ─────────> sinks ────────> commit
-    (spark/   (spark/planner:  (spark/operators/:  (io/sink: Parquet, (manifest:
+    (io/      (spark/planner:  (spark/operators/:  (io/sink: Parquet, (manifest:
      parse)    W(r), verdicts,  windowed or         then PostgreSQL    state versions,
                accounting ->    sessions -> new     or Delta; deliver  tracker, totals)
                StepPlan)        buckets, counts)    before the commit)
@@ -53,18 +53,18 @@ from lowwater.io.kafka_logs import KafkaLogs
 from lowwater.io.landing import check_resumable
 from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
-from lowwater.io.sink import Sink, Sinks
+from lowwater.io.parse import normalise, normalise_source, unit_matters
+from lowwater.io.sink import Sinks, output_sinks
 from lowwater.io.source import Admitted
 from lowwater.io.sources import source_state_dir, to_layout, union_layout, union_payload
-from lowwater.observe.hub import Observers
+from lowwater.runtime.columns import select
+from lowwater.runtime.fs import HadoopFS
+from lowwater.runtime.jobs import Background
 from lowwater.spark.clocked import ClockedRows, lookup_attach, lookup_needs
-from lowwater.spark.columns import select
-from lowwater.spark.fs import HadoopFS
 from lowwater.spark.held import CARRIED, HeldRows
-from lowwater.spark.jobs import Background
+from lowwater.spark.hooks import StepHooks
 from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA, metrics_row, metrics_table
 from lowwater.spark.operators import OPERATORS, WindowOperator
-from lowwater.spark.parse import normalise, normalise_source, unit_matters
 from lowwater.spark.planner import StepPlanner
 from lowwater.spark.query import QueryControl, StopRequested
 from lowwater.spark.ready import judged_rows, lane_column
@@ -131,10 +131,13 @@ class Engine:
     (``--after-drain``) accepts new rows on a drained checkpoint.
     """
 
-    def __init__(self, cfg: PipelineConfig, spark: SparkSession, after_drain: bool = False) -> None:
+    def __init__(self, cfg: PipelineConfig, spark: SparkSession, after_drain: bool = False,
+                 observers: StepHooks | None = None) -> None:
         self.cfg = cfg
         self.spark = spark
         self.after_drain = after_drain
+        # Told each committed step: observe.hub.Observers from the top layer (lowwater run), else only hooks.
+        self.observers = observers if observers is not None else StepHooks(cfg)
         self.fs = HadoopFS(spark)
         self._lock: PipelineLock | None = hold(cfg, self.fs)
         try:
@@ -189,18 +192,8 @@ class Engine:
         )
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests): read at each use, never bound
         self.outputs = ParquetOutputs(spark, cfg.output.path)
-        sinks: list[Sink] = [self.outputs]
-        if cfg.output.kind == "postgres" and cfg.output.postgres is not None:
-            from lowwater.io.postgres import PostgresSink
-
-            # The output path names the pipeline, so several pipelines can share one database. It stages
-            # what the Parquet output wrote (one computation of each frame), so it comes after it.
-            sinks.append(PostgresSink(cfg.output.postgres, cfg.output.path, cfg.window.key, written=self.outputs))
-        if cfg.output.kind == "delta":  # Delta tables under <output>/delta/<kind>, beside Parquet (ADR 0026)
-            from lowwater.io.delta import DeltaSink, app_id
-
-            sinks.append(DeltaSink(spark, cfg.output.path, cfg.window.key, app_id(self.fs, self.lw_dir)))
-        self.sinks = Sinks(spark, sinks)
+        # [output] kind's sink beside the Parquet output (io/sink.register_sink: postgres, delta, ...).
+        self.sinks = Sinks(spark, [self.outputs, *output_sinks(cfg, spark, self.lw_dir)])
         self.planner = StepPlanner(cfg, unit, lambda: self.clock())
         # Where W(r) is computed (ADR 0032): on the executors where the pipeline allows, else on the driver.
         forced = os.environ.get("LOWWATER_ROW_CLOCK", "").strip().lower() == "driver"
@@ -210,7 +203,6 @@ class Engine:
         )
         self.store = self.operator.store
         self.reports: list[StepReport] = []
-        self.observers = Observers(cfg)  # [observe] exporters, started by run(); hooks: see observe/hub.py
         self._outputs_ready = False
         self.control = QueryControl(self)
         started = self.fs.exists(f"{cfg.output.checkpoint.rstrip('/')}/spark/offsets") or self.store.latest().step >= 0
@@ -339,7 +331,7 @@ class Engine:
                 plan = replace(plan, admit_us=admit_us, rows=rows)
             t_plan = time.monotonic()
             # The dead letters and the held rows depend on nothing the operator does: written side by
-            # side with it (spark/jobs.py), all finished before the commit.
+            # side with it (runtime/jobs.py), all finished before the commit.
             beside: list[Background] = []
             if plan.dead:
                 beside.append(Background(lambda: self._write_dead_letters(parsed, step)))

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 from lowwater.spark.state import Manifest
 
 CARRIED = "_carried"  # True on rows read back from the held store (not delivered by this step)

@@ -21,7 +21,7 @@ from lowwater.core.frontier import LANE_SEP, ArrivalFrontier, FrontierState, lan
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import PartitionCodes, WatermarkTracker
-from lowwater.spark.parse import check_time_unit
+from lowwater.io.parse import check_time_unit
 from lowwater.spark.state import Manifest
 from lowwater.spark.step import StepPlan
 from lowwater.time import NEG_INF
@@ -219,7 +219,7 @@ class StepPlanner:
         )
 
     def _check_time_units(self, valid: pa.Table, compact: pa.Table) -> None:
-        """Numeric event times must fit each source's ``time_unit`` (spark/parse.check_time_unit)."""
+        """Numeric event times must fit each source's ``time_unit`` (io/parse.check_time_unit)."""
         for src in self.cfg.sources:
             if not self.unit_matters.get(src.name):
                 continue

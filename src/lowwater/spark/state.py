@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 
 _MANIFEST = re.compile(r"^manifest-(\d{12})\.json$")
 KEEP_MANIFESTS = 5

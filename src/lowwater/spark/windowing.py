@@ -48,8 +48,8 @@ from pyspark.sql import types as T
 from lowwater.core import partials
 from lowwater.core.aggregates import AggSpec
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
+from lowwater.runtime.columns import cols, memo, select, select_built
 from lowwater.spark.aggtypes import field_type, result_expr
-from lowwater.spark.columns import cols, memo, select, select_built
 
 SEQ_BASE = -(2**62)
 ROWS = partials.ROWS.column()  # ``_n``: the window's ``count`` result column

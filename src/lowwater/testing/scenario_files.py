@@ -96,7 +96,7 @@ def compare(got: Observed, want: Observed) -> list[str]:
 
 # -- the pure core path ------------------------------------------------------------
 
-# The engine's dead-letter reasons (spark/parse.py), in the order it checks them.
+# The engine's dead-letter reasons (io/parse.py), in the order it checks them.
 MARKER_WITHOUT_EVENT_TIME = "marker row without event_time"
 
 

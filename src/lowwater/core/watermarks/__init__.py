@@ -17,7 +17,8 @@ One module per concept:
   holds the vectorised sliding-window quantile);
 * ``idleness``   -- a wrapper that takes a silent partition out of the min;
 * ``strategy``   -- :class:`WatermarkStrategy`, one source's configuration;
-* ``builder``    -- :func:`strategy_from_table`, the configuration table to a strategy;
+* ``builder``    -- :func:`strategy_from_table`, the configuration table to a strategy, and
+  :func:`register_strategy`, the one line that adds a generator;
 * ``clipping``   -- :func:`clip_future`, SEMANTICS.md §5.
 
 The idleness is measured on the *arrival* clock, not the wall clock, so that
@@ -26,7 +27,13 @@ the same log gives the same watermarks however it is cut into micro-batches.
 
 from lowwater.core.watermarks.adaptive import Adaptive, AdaptiveGenerator
 from lowwater.core.watermarks.bounded import BoundedGenerator, BoundedOutOfOrderness
-from lowwater.core.watermarks.builder import STRATEGIES, StrategyError, strategy_from_table
+from lowwater.core.watermarks.builder import (
+    STRATEGIES,
+    StrategyError,
+    StrategyTable,
+    register_strategy,
+    strategy_from_table,
+)
 from lowwater.core.watermarks.clipping import clip_future
 from lowwater.core.watermarks.idleness import IdleAwareGenerator, WithIdleness
 from lowwater.core.watermarks.protocol import Emitted, GeneratorSpec, PartitionRows, WatermarkGenerator
@@ -46,9 +53,11 @@ __all__ = [
     "Punctuated",
     "PunctuatedGenerator",
     "StrategyError",
+    "StrategyTable",
     "WatermarkGenerator",
     "WatermarkStrategy",
     "WithIdleness",
     "clip_future",
+    "register_strategy",
     "strategy_from_table",
 ]

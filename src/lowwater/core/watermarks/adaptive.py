@@ -36,18 +36,18 @@ prefer ``rows`` when the rate is high.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
-from lowwater.core.watermarks.protocol import Emitted, PartitionRows
+from lowwater.core.watermarks.protocol import Emitted, GeneratorSpec, PartitionRows, setting_text
 from lowwater.core.watermarks.quantiles import range_quantiles
 from lowwater.time import NEG_INF, POS_INF
 
 
 @dataclass(frozen=True)
-class Adaptive:
+class Adaptive(GeneratorSpec):
     """The delay quantile to follow, the window it is measured over, and the clamp on ``L``.
 
     >>> g = Adaptive(target_quantile=1.0, rows=3).build()
@@ -63,6 +63,8 @@ class Adaptive:
     min_lateness_us: int = 0
     max_lateness_us: int | None = None
     kind: ClassVar[str] = "adaptive"
+    arrival_needed_for: ClassVar[str | None] = "the delay arrival_time - event_time is measured on the arrival clock"
+    lateness_varies: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if not 0.0 < self.target_quantile <= 1.0:
@@ -94,6 +96,18 @@ class Adaptive:
         if not has_arrival:
             msg = "adaptive watermarks need an arrival clock (source.arrival_time): the delay is arrival - event"
             raise ValueError(msg)
+
+    def at_bound(self, bound_us: int) -> Adaptive:
+        """A what-if grid point ``L`` is the floor ``min_lateness`` (``max_lateness`` rises to it if below)."""
+        top = None if self.max_lateness_us is None else max(self.max_lateness_us, bound_us)
+        return replace(self, min_lateness_us=bound_us, max_lateness_us=top)
+
+    def describe(self) -> str:
+        window = f"rows={self.rows}" if self.rows is not None else ""
+        if self.over_us is not None:
+            window = ", ".join(filter(None, [window, f"over={setting_text(self.over_us)}"]))
+        return (f"adaptive target_quantile={self.target_quantile:g}, {window}, "
+                f"min_lateness={setting_text(self.min_lateness_us)}, max_lateness={setting_text(self.max_lateness_us)}")
 
 
 class AdaptiveGenerator:

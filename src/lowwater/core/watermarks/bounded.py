@@ -16,12 +16,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lowwater.core.watermarks.protocol import Emitted, PartitionRows
+from lowwater.core.watermarks.protocol import Emitted, GeneratorSpec, PartitionRows
 from lowwater.time import NEG_INF, POS_INF
 
 
 @dataclass(frozen=True)
-class BoundedOutOfOrderness:
+class BoundedOutOfOrderness(GeneratorSpec):
     """The bound ``L`` of one partition (µs, not negative)."""
 
     max_out_of_orderness_us: int

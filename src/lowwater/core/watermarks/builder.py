@@ -13,20 +13,23 @@ The table is what a source's ``watermark = { ... }`` inline table (or today's
     ...     print(str(e).split(" (")[0])
     watermark.max_out_of_orderness: not a key of strategy = "punctuated"
 
-A new generator is one module plus one entry in :data:`STRATEGIES`: its own
-keys and a function from the table to the strategy's fields. Checks that need
-the source (an arrival-time column for idleness, adaptive and clipping; a
+A new generator is one module (its :class:`GeneratorSpec` and generator)
+plus one :func:`register_strategy` line: its name, its own keys and a function
+from the table (:class:`StrategyTable`) to its spec. Checks that need the
+source (an arrival-time column for idleness, adaptive and clipping; a
 partition column for idleness and declared partitions) belong to the source's
-parser, which knows the source.
+parser, which knows the source (a spec says what it needs:
+``GeneratorSpec.arrival_needed_for``, ``marker_column``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from lowwater.core.watermarks.adaptive import Adaptive
+from lowwater.core.watermarks.protocol import GeneratorSpec
 from lowwater.core.watermarks.punctuated import Punctuated
 from lowwater.core.watermarks.strategy import WatermarkStrategy
 from lowwater.time import to_duration_us
@@ -36,8 +39,8 @@ class StrategyError(ValueError):
     """A watermark table problem, as one line that starts with ``<where>.<key>:``."""
 
 
-class _Table:
-    """Typed reads of one table, each error prefixed with the key's full name."""
+class StrategyTable:
+    """Typed reads of one watermark table, each error prefixed with the key's full name."""
 
     def __init__(self, table: Mapping[str, Any], where: str) -> None:
         self.table, self.where = table, where
@@ -73,7 +76,7 @@ class _Table:
         return value
 
 
-def _bounded(t: _Table) -> dict[str, Any]:
+def _bounded(t: StrategyTable) -> dict[str, Any]:
     fields: dict[str, Any] = {"max_out_of_orderness_us": t.duration("max_out_of_orderness", "0s")}
     if "out_of_orderness_by_partition" in t.table:
         by = t.table["out_of_orderness_by_partition"]
@@ -85,11 +88,11 @@ def _bounded(t: _Table) -> dict[str, Any]:
     return fields
 
 
-def _punctuated(t: _Table) -> dict[str, Any]:
-    return {"generator": Punctuated(t.string("marker"))}
+def _punctuated(t: StrategyTable) -> Punctuated:
+    return Punctuated(t.string("marker"))
 
 
-def _adaptive(t: _Table) -> dict[str, Any]:
+def _adaptive(t: StrategyTable) -> Adaptive:
     values: dict[str, Any] = {
         "target_quantile": t.number("target_quantile", 0.999),
         "rows": t.count("rows"),
@@ -98,7 +101,7 @@ def _adaptive(t: _Table) -> dict[str, Any]:
         "max_lateness_us": t.duration("max_lateness"),
     }
     try:
-        return {"generator": Adaptive(**values)}
+        return Adaptive(**values)
     except ValueError as e:  # Adaptive's messages start with the key they are about
         key, _, problem = str(e).partition(": ")
         raise t.fail(key, problem) from None
@@ -107,23 +110,41 @@ def _adaptive(t: _Table) -> dict[str, Any]:
 @dataclass(frozen=True)
 class _Registration:
     keys: frozenset[str]
-    fields: Callable[[_Table], dict[str, Any]]
+    fields: Callable[[StrategyTable], dict[str, Any]]
 
 
 _COMMON = frozenset({"strategy", "idle_timeout", "partitions", "max_future_skew"})
 
+# strategy name -> its keys and the strategy fields its table gives; bounded is the default (generator None).
 STRATEGIES: dict[str, _Registration] = {
     "bounded": _Registration(frozenset({"max_out_of_orderness", "out_of_orderness_by_partition"}), _bounded),
-    "punctuated": _Registration(frozenset({"marker"}), _punctuated),
-    "adaptive": _Registration(
-        frozenset({"target_quantile", "rows", "over", "min_lateness", "max_lateness"}), _adaptive
-    ),
 }
+
+
+def register_strategy(name: str, keys: Iterable[str], build: Callable[[StrategyTable], GeneratorSpec]) -> None:
+    """Make ``strategy = "<name>"`` a watermark table's generator, with its own ``keys`` read by ``build``.
+
+    ``build`` reads the table through :class:`StrategyTable` (each error names
+    its key) and returns the generator's spec; the common keys (idle_timeout,
+    partitions, max_future_skew) work for every strategy.
+    """
+    if name in STRATEGIES:
+        msg = f"watermark strategy {name!r} is registered already"
+        raise ValueError(msg)
+    clash = _COMMON & set(keys)
+    if clash:
+        msg = f"watermark strategy {name!r}: {', '.join(sorted(clash))} are common keys, not its own"
+        raise ValueError(msg)
+    STRATEGIES[name] = _Registration(frozenset(keys), lambda t: {"generator": build(t)})
+
+
+register_strategy("punctuated", {"marker"}, _punctuated)
+register_strategy("adaptive", {"target_quantile", "rows", "over", "min_lateness", "max_lateness"}, _adaptive)
 
 
 def strategy_from_table(table: Mapping[str, Any], where: str = "watermark") -> WatermarkStrategy:
     """One source's :class:`WatermarkStrategy` from its watermark table; ``StrategyError`` names the key."""
-    t = _Table(table, where)
+    t = StrategyTable(table, where)
     name = table.get("strategy", "bounded")
     if name not in STRATEGIES:
         raise t.fail("strategy", f"{name!r} is not one of {', '.join(STRATEGIES)}")

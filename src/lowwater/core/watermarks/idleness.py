@@ -29,7 +29,7 @@ from lowwater.time import NEG_INF, POS_INF
 
 
 @dataclass(frozen=True)
-class WithIdleness:
+class WithIdleness(GeneratorSpec):
     """Wraps ``inner``: the partition is active while ``clock - last arrival <= idle_timeout_us``."""
 
     inner: GeneratorSpec
@@ -55,6 +55,9 @@ class WithIdleness:
             msg = "idleness needs an arrival clock (source.arrival_time)"
             raise ValueError(msg)
         self.inner.check_inputs(has_arrival, has_marker)
+
+    def marker_column(self) -> str | None:
+        return self.inner.marker_column()
 
 
 class IdleAwareGenerator:

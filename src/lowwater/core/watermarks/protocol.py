@@ -27,9 +27,11 @@ Times are integer µs; ``NEG_INF`` means undefined (no promise yet).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
+
+from lowwater.time import format_duration_us
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,28 @@ class WatermarkGenerator(Protocol):
         ...
 
 
+def setting_text(us: int | None) -> str:
+    """A duration setting as fingerprints and logs write it: ``unset``, ``0s``, ``1500ms``, ``2m``."""
+    if us is None:
+        return "unset"
+    return format_duration_us(us) if us else "0s"
+
+
 class GeneratorSpec(Protocol):
-    """A frozen configuration that builds a partition's generator (``kind``: the strategy name)."""
+    """A frozen configuration that builds a partition's generator (``kind``: the strategy name).
+
+    ``kind``, :meth:`build` and :meth:`check_inputs` are what every spec has.
+    The rest have defaults for a spec that subclasses this protocol (every
+    built-in one does; a new generator registered with
+    ``core.watermarks.builder.register_strategy`` may): no marker column, no
+    arrival clock needed by the configuration check, a what-if grid point
+    that leaves it unchanged, its ``kind`` as its description.
+    """
+
+    # Why this generator needs source.arrival_time (the configuration refuses it without); None: it does not.
+    arrival_needed_for: ClassVar[str | None] = None
+    # Its bound L changes row by row (what-if lanes sample the range of L in force).
+    lateness_varies: ClassVar[bool] = False
 
     @property
     def kind(self) -> str:
@@ -121,3 +143,15 @@ class GeneratorSpec(Protocol):
     def check_inputs(self, has_arrival: bool, has_marker: bool) -> None:
         """Raise ``ValueError`` (one line) if the rows lack a column this generator needs."""
         ...
+
+    def marker_column(self) -> str | None:
+        """The boolean column whose rows are markers, not data (punctuated sources)."""
+        return None
+
+    def at_bound(self, bound_us: int) -> GeneratorSpec:
+        """This generator at a what-if grid point ``L`` (default: unchanged, it has no bound to move)."""
+        return self
+
+    def describe(self) -> str:
+        """A stable one-line text of every setting (part of the checkpoint's fingerprint: never reword it)."""
+        return self.kind

@@ -26,12 +26,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lowwater.core.watermarks.protocol import Emitted, PartitionRows
+from lowwater.core.watermarks.protocol import Emitted, GeneratorSpec, PartitionRows
 from lowwater.time import NEG_INF, POS_INF
 
 
 @dataclass(frozen=True)
-class Punctuated:
+class Punctuated(GeneratorSpec):
     """``W_p`` = the newest marker timestamp; ``marker`` names the boolean column.
 
     >>> g = Punctuated("is_marker").build()
@@ -59,6 +59,12 @@ class Punctuated:
         if not has_marker:
             msg = f"punctuated watermarks need the marker column ({self.marker!r})"
             raise ValueError(msg)
+
+    def marker_column(self) -> str | None:
+        return self.marker
+
+    def describe(self) -> str:
+        return f"punctuated marker={self.marker}"
 
 
 class PunctuatedGenerator:

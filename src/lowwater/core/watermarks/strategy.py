@@ -6,6 +6,7 @@ Like Flink's ``WatermarkStrategy.forBoundedOutOfOrderness(d).withIdleness(t)``,
     >>> s = WatermarkStrategy.for_bounded_out_of_orderness(3_000_000).with_idleness(60_000_000)
     >>> s.bound_for("p7"), s.idle_timeout_us, s.kind
     (3000000, 60000000, 'bounded')
+    >>> from lowwater.core.watermarks.punctuated import Punctuated
     >>> WatermarkStrategy.for_generator(Punctuated("is_marker")).kind
     'punctuated'
 
@@ -21,11 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from lowwater.core.watermarks.adaptive import Adaptive
 from lowwater.core.watermarks.bounded import BoundedOutOfOrderness
 from lowwater.core.watermarks.idleness import WithIdleness
 from lowwater.core.watermarks.protocol import GeneratorSpec
-from lowwater.core.watermarks.punctuated import Punctuated
 
 
 @dataclass(frozen=True)
@@ -41,8 +40,9 @@ class WatermarkStrategy:
             defined; others are discovered and join when they first produce.
         max_future_skew_us: event times further than this ahead of their
             arrival time are clamped to the arrival time (SEMANTICS.md §5).
-        generator: a generator other than bounded (punctuated, adaptive);
-            ``None`` means bounded by ``max_out_of_orderness_us``.
+        generator: a generator other than bounded (punctuated, adaptive, or any
+            registered with ``builder.register_strategy``); ``None`` means bounded
+            by ``max_out_of_orderness_us``.
     """
 
     max_out_of_orderness_us: int = 0
@@ -50,7 +50,7 @@ class WatermarkStrategy:
     idle_timeout_us: int | None = None
     declared_partitions: tuple[str, ...] = ()
     max_future_skew_us: int | None = None
-    generator: Punctuated | Adaptive | None = None
+    generator: GeneratorSpec | None = None
     _bounds: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -70,7 +70,7 @@ class WatermarkStrategy:
         return cls(max_out_of_orderness_us=bound_us)
 
     @classmethod
-    def for_generator(cls, generator: Punctuated | Adaptive) -> WatermarkStrategy:
+    def for_generator(cls, generator: GeneratorSpec) -> WatermarkStrategy:
         return cls(generator=generator)
 
     def with_idleness(self, idle_timeout_us: int | None) -> WatermarkStrategy:
@@ -87,13 +87,13 @@ class WatermarkStrategy:
 
     @property
     def kind(self) -> str:
-        """The strategy's name: ``bounded``, ``punctuated`` or ``adaptive``."""
+        """The strategy's name: ``bounded``, ``punctuated``, ``adaptive`` or a registered one."""
         return BoundedOutOfOrderness.kind if self.generator is None else self.generator.kind
 
     @property
     def marker(self) -> str | None:
         """The boolean marker column of a punctuated source."""
-        return self.generator.marker if isinstance(self.generator, Punctuated) else None
+        return None if self.generator is None else self.generator.marker_column()
 
     def bound_for(self, partition: str) -> int:
         """The bounded generator's ``L`` for ``partition``."""

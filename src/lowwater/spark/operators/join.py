@@ -58,7 +58,7 @@ from lowwater.core.join import (
 from lowwater.core.judge import clip_per_source
 from lowwater.core.lateness import LatePolicy
 from lowwater.io.sink import Sinks
-from lowwater.spark.columns import watermark_ts
+from lowwater.runtime.columns import watermark_ts
 from lowwater.spark.state import KEEP_MANIFESTS, Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.spark.windowing import StateLayout

@@ -31,11 +31,11 @@ from lowwater.config import PipelineConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
 from lowwater.io.sink import Sinks
+from lowwater.runtime.columns import watermark_ts
+from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.aggtypes import value_cast, value_expr
 from lowwater.spark.clocked import CLOCK_COLUMNS
-from lowwater.spark.columns import watermark_ts
 from lowwater.spark.contrib import PER_ROW, clipping
-from lowwater.spark.jobs import side_by_side
 from lowwater.spark.operators.session_pass import COUNTS, make_session_step, out_schema, state_schema
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan

@@ -11,7 +11,7 @@ A step carries out a :class:`~lowwater.spark.step.StepPlan` in three parts:
 2. **fold** (Spark SQL, ``spark/windowing.py``): state ⊕ partials, early
    firings, finals, revisions, the new state;
 3. **write**: late rows and results through the sinks, the new state as
-   versioned buckets, side by side (``spark/jobs.py``).
+   versioned buckets, side by side (``runtime/jobs.py``).
 
 The drain fires every open window at ``W = +inf``.
 """
@@ -32,9 +32,9 @@ from lowwater.config import PipelineConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.io.sink import Sinks
-from lowwater.spark.columns import col, memo, select, watermark_ts
+from lowwater.runtime.columns import col, memo, select, watermark_ts
+from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.contrib import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
-from lowwater.spark.jobs import side_by_side
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.spark.windowing import ROWS, StateLayout, step_windows

@@ -6,7 +6,7 @@ Python drops the object. ``lowwater reconcile``'s per-window aggregates and
 comparisons are a few thousand such nodes (10 M rows: ~4,900 round trips,
 most of the driver's time before the first job); ``F.expr`` hands the JVM the
 same expression as text, parsed there in one call. The engine's answer to the
-same cost is ``spark/columns.memo`` (it builds the same columns every step);
+same cost is ``runtime/columns.memo`` (it builds the same columns every step);
 reconcile builds its columns once per run.
 """
 

@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
 from lowwater.io.files import CASE_VARIANTS, CORRUPT
 from lowwater.io.headers import NAIVE_TIME
-from lowwater.spark.columns import select_built
+from lowwater.runtime.columns import select_built
 from lowwater.time import misread_time_unit
 
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
@@ -61,7 +61,7 @@ def time_us(col: Column, dtype: T.DataType, unit_us: int, zone: str = "UTC") -> 
     text = col.cast("string")
     as_num = text.try_cast("double")
     as_ts = F.try_to_timestamp(text)
-    if zone != "UTC":  # the session's zone is UTC (spark/session.py): a naive text was read as UTC wall time
+    if zone != "UTC":  # the session's zone is UTC (runtime/session.py): a naive text was read as UTC wall time
         as_ts = F.when(text.rlike(NAIVE_TIME.pattern), _in_zone(as_ts, zone)).otherwise(as_ts)
     return (
         F.when(as_num.isNotNull(), F.round(as_num * F.lit(float(unit_us))).try_cast("long"))

@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from lowwater.observe.model import progress_figures
-from lowwater.spark.fs import HadoopFS
+from lowwater.runtime.fs import HadoopFS
 
 log = logging.getLogger("lowwater")
 

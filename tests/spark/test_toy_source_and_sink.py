@@ -1,0 +1,143 @@
+"""A new source kind and a new sink are one module plus one registration line each (issue 34 item 7).
+
+The toy source, ``format = "spark_json"``: Spark's own JSON file source, one
+file a micro-batch in modification-time order (not lowwater's file log in name
+order). The toy sink, ``[output] kind = "json_copy"``: every frame it is given
+as JSON lines under ``<output>/json_copy/<kind>/batch_id=<step>``, overwritten
+by a replayed step. Registered here, they run a pipeline through the engine;
+no existing file knows them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from lowwater.config import ConfigError, SourceConfig, parse_config
+from lowwater.io.sink import SinkContext, register_sink, unregister_sink
+from lowwater.io.source import Admitted, register_source_kind, unregister_source_kind
+from lowwater.spark.engine import Engine
+
+from .test_cli import CONFIG, ROWS
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "partition INT, offset LONG, event_time LONG, arrival_time LONG, key STRING, amount DOUBLE"
+
+
+class SparkJsonSource:
+    """A :class:`~lowwater.io.source.StreamSource`: Spark's JSON file stream, one file a micro-batch."""
+
+    def __init__(self, spark: SparkSession, src: SourceConfig, schema: StructType, state_dir: str) -> None:
+        self.spark, self.src, self.schema = spark, src, schema
+
+    def stream(self) -> DataFrame:
+        return (self.spark.readStream.schema(self.schema).option("maxFilesPerTrigger", 1).json(self.src.path)
+                .select("*", F.col("_metadata.file_name").alias("_file")))
+
+    def admit(self, batch: DataFrame) -> Admitted:
+        rows = batch.withColumn("_block", F.monotonically_increasing_id())  # the order within the file
+        return Admitted(rows, tuple(sorted(r[0] for r in batch.select("_file").distinct().collect())))
+
+    @contextmanager
+    def watching(self, poll_s: float | None) -> Iterator[None]:
+        yield  # Spark's file source lists the directory itself
+
+
+class JsonCopySink:
+    """A :class:`~lowwater.io.sink.Sink`: each frame as JSON lines, idempotent by step (overwrite)."""
+
+    def __init__(self, ctx: SinkContext) -> None:
+        self.spark, self.root = ctx.spark, f"{ctx.cfg.output.path}/json_copy"
+
+    def prepare(self, kind: str, empty: DataFrame | pa.Table, spark_schema: StructType | None) -> None:
+        """Nothing to create: a kind's directory appears with its first rows."""
+
+    def begin_step(self, step: int) -> None:
+        """Nothing to forget: every write of the step overwrites its directory."""
+
+    def write(self, kind: str, step: int, frame: DataFrame) -> None:
+        frame.write.mode("overwrite").json(f"{self.root}/{kind}/batch_id={step}")
+
+    def clear(self, kind: str, step: int) -> None:
+        """An earlier attempt's rows of the step would be overwritten by a later write (toy: no removal)."""
+
+    def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: StructType) -> None:
+        self.write(kind, step, self.spark.createDataFrame(table, spark_schema))
+
+    def deliver(self, step: int, spark_batch: int, metrics: dict[str, Any]) -> None:
+        """Every write is final when made."""
+
+
+@pytest.fixture
+def registered():
+    register_source_kind("spark_json", SparkJsonSource)  # the source's one registration line
+    register_sink("json_copy", JsonCopySink)  # the sink's one registration line
+    yield
+    unregister_source_kind("spark_json")
+    unregister_sink("json_copy")
+
+
+def _config(root, **extra: Any) -> dict[str, Any]:  # noqa: ANN001
+    import tomllib
+
+    data = tomllib.loads(CONFIG.format(fmt="spark_json"))
+    data["source"]["schema"] = SCHEMA
+    data["output"].update(extra)
+    return data
+
+
+def test_a_registered_kind_is_configurable_and_refused_once_unregistered(registered, tmp_path):
+    cfg = parse_config(_config(tmp_path, kind="json_copy"), tmp_path)
+    assert (cfg.source.format, cfg.output.kind) == ("spark_json", "json_copy")
+    with pytest.raises(ValueError, match="registered already"):
+        register_sink("json_copy", JsonCopySink)
+    with pytest.raises(ValueError, match="registered already"):
+        register_source_kind("spark_json", SparkJsonSource)
+    unregister_sink("json_copy")
+    unregister_source_kind("spark_json")
+    try:
+        with pytest.raises(ConfigError, match=r"^source\.format: 'spark_json' is not one of jsonl, csv, parquet"):
+            parse_config(_config(tmp_path), tmp_path)
+        files = _config(tmp_path, kind="json_copy")
+        files["source"]["format"] = "jsonl"
+        with pytest.raises(ConfigError, match=r"^output\.kind: 'json_copy' is not one of parquet, postgres, delta$"):
+            parse_config(files, tmp_path)
+    finally:  # the fixture unregisters them again
+        register_source_kind("spark_json", SparkJsonSource)
+        register_sink("json_copy", JsonCopySink)
+
+
+def test_the_toy_source_feeds_the_engine_and_the_toy_sink_receives_what_parquet_does(registered, spark, tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    cols = ["partition", "offset", "event_time", "arrival_time", "key", "amount"]
+    for i, chunk in enumerate((ROWS[:4], ROWS[4:])):
+        path = landing / f"part-{i:03d}.json"
+        pd.DataFrame(chunk, columns=cols).to_json(path, orient="records", lines=True)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # Spark's file source: modification-time order
+    cfg = parse_config(_config(tmp_path, kind="json_copy"), tmp_path)
+    manifest = Engine(cfg, spark).run(drain=True)
+    assert manifest.totals["rows"] == len(ROWS) and manifest.totals["too_late"] == 1  # as with the landing source
+    out = tmp_path / "out"
+    fields = ["batch_id", "key", "count", "total", "kind", "revision"]
+
+    def rows(path: str) -> list[tuple]:
+        df = spark.read.json(path) if "json_copy" in path else spark.read.parquet(path)
+        return sorted(tuple(str(r[c]) for c in fields) for r in df.collect())
+
+    parquet = rows(str(out / "results"))
+    assert len(parquet) > 0 and rows(str(out / "json_copy" / "results")) == parquet
+    late = spark.read.json(str(out / "json_copy" / "late")).select("amount").collect()
+    assert [r[0] for r in late] == [8.0]
+    steps = spark.read.json(str(out / "json_copy" / "metrics")).select("batch_id", "rows").collect()
+    assert sorted((r[0], r[1]) for r in steps) == [(0, 4), (1, 4), (2, 0)]
