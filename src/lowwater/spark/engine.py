@@ -41,7 +41,8 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lowwater.config import PipelineConfig
+from lowwater.config import ConfigError, PipelineConfig
+from lowwater.config.source import DATAFRAME
 from lowwater.core.frontier import FrontierState, lane_label
 from lowwater.core.lateness import DRAINED_REASON
 from lowwater.core.tracker import TrackerState, WatermarkTracker
@@ -54,7 +55,7 @@ from lowwater.io.landing import check_resumable
 from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.io.sink import Sink, Sinks
-from lowwater.io.source import Admitted
+from lowwater.io.source import Admitted, StreamSource
 from lowwater.io.sources import source_state_dir, to_layout, union_layout, union_payload
 from lowwater.observe.hub import Observers
 from lowwater.spark.columns import select
@@ -127,12 +128,18 @@ class Engine:
     of :meth:`run` (or :meth:`close`), and refuses a configuration the
     checkpoint was not started with (``io/checkpoint.py``). ``after_drain``
     (``--after-drain``) accepts new rows on a drained checkpoint.
+
+    ``source`` (the Python API, ``api/running.py``): a stream source handed in instead of the one the
+    configuration reads; it brings its input schema (``source.schema``).
     """
 
-    def __init__(self, cfg: PipelineConfig, spark: SparkSession, after_drain: bool = False) -> None:
+    def __init__(
+        self, cfg: PipelineConfig, spark: SparkSession, after_drain: bool = False, source: StreamSource | None = None,
+    ) -> None:
         self.cfg = cfg
         self.spark = spark
         self.after_drain = after_drain
+        self.given_source = source
         self.fs = HadoopFS(spark)
         self._lock: PipelineLock | None = hold(cfg, self.fs)
         try:
@@ -159,7 +166,11 @@ class Engine:
                     for (name, sch), cfg_src in zip(self.schemas.items(), cfg.sources, strict=True)}
             schema_text: str | dict[str, str] = {n: sch.simpleString() for n, sch in self.schemas.items()}
         else:
-            self.schema = resolve_schema(spark, cfg, self.lw_dir)
+            source = self.given_source
+            if cfg.source.format == DATAFRAME and source is None:
+                msg = f"{cfg.source.key('format')}: \"dataframe\" needs the DataFrame (lw.stream(df, ...))"
+                raise ConfigError(msg)
+            self.schema = source.schema if source is not None else resolve_schema(spark, cfg, self.lw_dir)
             self.schemas = {cfg.source.name: self.schema}
             unit = {cfg.source.name: unit_matters(self.schema[cfg.source.event_time].dataType)}
             schema_text = self.schema.simpleString()
