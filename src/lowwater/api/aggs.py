@@ -61,7 +61,7 @@ def _column_sql(arg: str, col: Any) -> str:  # noqa: ANN401
     if node is not None:
         kind = node.getClass().getSimpleName()
         sql = str(node.sql())
-        if kind == "UnresolvedFunction" and (bool(node.isDistinct()) or node.filter().isDefined()):
+        if kind == "UnresolvedFunction" and bool(node.isDistinct()):
             msg = f"{arg}: {_distinct(sql, node)} is not an aggregate lowwater keeps exactly ({NOT_YET})"
             raise ValueError(msg)
         if kind == "Alias":
