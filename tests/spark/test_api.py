@@ -160,3 +160,23 @@ def test_spark_column_aggregates_map_to_lowwater_aggregates_or_are_refused_in_on
             agg_text(f"agg({name}=...)", col)
         assert str(e.value).startswith(f"agg({name}=...): ") and "\n" not in str(e.value)
     assert "DISTINCT" in str(pytest.raises(ValueError, agg_text, "d", F.countDistinct("amount")).value)
+
+
+def test_the_readme_quickstart_runs_and_prints_the_demos_numbers(spark, tmp_path, monkeypatch, capsys):
+    from lowwater.demo.generator import PaymentsSpec, write_demo
+
+    cfg = write_demo(tmp_path / "demo-run", PaymentsSpec(duration_s=40, rate_per_s=20))  # what demo.sh writes
+    demo = Engine(load_config(cfg), spark)
+    want = demo.summary(demo.run(drain=True))
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    code = readme.split("## Python API", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)  # Python's paths; Spark's JVM started elsewhere, so its paths are made absolute:
+    code = code.replace('"demo-run/', f'"{tmp_path}/demo-run/')
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
+    assert namespace["query"].summary == want and want["rows"] == 800
+    assert str(want) in capsys.readouterr().out
+    py = pd.read_parquet(tmp_path / "demo-run" / "py-out" / "results").drop(columns="batch_id")
+    toml = pd.read_parquet(tmp_path / "demo-run" / "out" / "results").drop(columns="batch_id")
+    order = ["key", "window_start", "kind", "revision"]
+    pd.testing.assert_frame_equal(py.sort_values(order, ignore_index=True), toml.sort_values(order, ignore_index=True))
