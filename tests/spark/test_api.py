@@ -45,7 +45,9 @@ def test_a_dataframe_of_files_gives_what_the_toml_pipeline_gives(spark, tmp_path
     landing.mkdir(parents=True)
     (landing / "part-000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "files" / "pipeline.toml").write_text(FILE_SOURCE + WINDOWING)
-    want = Engine(load_config(tmp_path / "files" / "pipeline.toml"), spark).run(drain=True)
+    toml_query = lw.Pipeline.from_toml(tmp_path / "files" / "pipeline.toml").start(drain=True, spark=spark)
+    toml_query.await_termination()
+    want = toml_query.manifest  # what `lowwater run pipeline.toml --drain` commits
 
     seen: list[tuple[int, int, int, int]] = []
 
