@@ -202,3 +202,10 @@ def test_import_lowwater_does_not_import_pyspark():
     code = ("import sys, lowwater as lw; lw.stream; lw.Pipeline; "
             "sys.exit(1 if any(m == 'pyspark' or m.startswith('pyspark.') for m in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_postgres_password_is_not_in_the_reprs(tmp_path):
+    sink = lw.postgres("postgresql://me:s3cret@db:5432/x", path=tmp_path, results_table="r")
+    p = demo_pipeline(DataFrame(*DEMO_COLUMNS), tmp_path).write(lw.parquet(tmp_path), sink)
+    assert p.config.output.postgres is not None and p.config.output.postgres.results_table == "r"
+    assert "s3cret" not in repr(sink) and "s3cret" not in repr(p) and "window: type='tumbling'" in repr(p)

@@ -60,6 +60,11 @@ class Pipeline:
     callbacks: tuple[Callable[..., None], ...] = field(default=(), compare=False)
     base_dir: str = field(default_factory=os.getcwd)
 
+    def __repr__(self) -> str:  # the sections, not their values: output.postgres.url may hold a password
+        parts = [f"{k}: {', '.join(f'{x}={y!r}' for x, y in v.items() if x != 'postgres')}"
+                 if isinstance(v, dict) else f"{k}: {len(v)} tables" for k, v in self.data.items()]
+        return f"Pipeline({'; '.join(parts)})"
+
     # -- building -----------------------------------------------------------------
 
     def _with(self, section: str, **keys: Any) -> Pipeline:  # noqa: ANN401

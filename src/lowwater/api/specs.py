@@ -125,7 +125,7 @@ class Sink:
 
     kind: str  # parquet | delta | postgres | foreach_batch
     path: str | None = None
-    postgres: tuple[tuple[str, Any], ...] = ()
+    postgres: tuple[tuple[str, Any], ...] = field(default=(), repr=False)  # the URL may hold a password
     callback: Callable[..., None] | None = field(default=None, compare=False)
 
 
