@@ -209,3 +209,39 @@ def test_a_postgres_password_is_not_in_the_reprs(tmp_path):
     p = demo_pipeline(DataFrame(*DEMO_COLUMNS), tmp_path).write(lw.parquet(tmp_path), sink)
     assert p.config.output.postgres is not None and p.config.output.postgres.results_table == "r"
     assert "s3cret" not in repr(sink) and "s3cret" not in repr(p) and "window: type='tumbling'" in repr(p)
+
+
+def test_a_union_of_named_streams_is_source_tables_each_with_its_watermark(tmp_path):
+    radar, cdc = DataFrame("sensor_ts", "received_at", "antenna", "key", "v"), DataFrame(
+        "commit_ts", "ingested_at", "shard", "key", "v", "is_marker")
+    a = (lw.stream(radar, event_time="sensor_ts", partition="antenna", arrival="received_at", time_unit="ms",
+                   name="radar").watermark(lw.bounded("100ms")).clip(max_future_skew="1m"))
+    b = lw.stream(cdc, event_time="commit_ts", partition="shard", arrival="ingested_at",
+                  name="cdc").watermark(lw.punctuated(marker="is_marker"))
+    p = a.union(b).window(lw.tumbling("10s"), key="key").agg(total="sum(v)").write(lw.parquet(tmp_path / "out"))
+    cfg = p.config
+    assert [s.name for s in cfg.sources] == ["radar", "cdc"] and cfg.named_sources and cfg.multi_source
+    assert cfg.strategies["radar"].max_out_of_orderness_us == 100_000
+    assert cfg.strategies["radar"].max_future_skew_us == 60_000_000
+    assert cfg.strategies["cdc"].marker == "is_marker"
+    assert p.frames(cfg) == {"radar": radar, "cdc": cdc}
+    path = tmp_path / "u.toml"
+    path.write_text(p.to_toml())
+    assert "[[source]]" in path.read_text()
+    back = lw.Pipeline.from_toml(path, df={"radar": radar, "cdc": cdc})
+    assert replace(back.config, base_dir=".") == replace(cfg, base_dir=".")
+    with pytest.raises(ValueError, match=r"from_toml\(df=\.\.\.\): .*several DataFrame sources"):
+        lw.Pipeline.from_toml(path, df=radar)
+    with pytest.raises(ValueError, match=r"from_toml\(df=\.\.\.\): expected a DataFrame for each of radar, cdc"):
+        lw.Pipeline.from_toml(path, df={"radar": radar})
+    with pytest.raises(ValueError, match=r"union\(\.\.\.\): name each stream"):
+        lw.stream(radar, event_time="sensor_ts").union(b)
+    with pytest.raises(ValueError, match=r"union\(\*others\): give the window"):
+        a.union(b.window(lw.tumbling("1s")))
+    with pytest.raises(ValueError, match=r"watermark\(strategy\): a union's streams each have their own"):
+        a.union(b).watermark(lw.bounded("1s"))
+    with pytest.raises(ValueError, match=r"source.cdc.arrival_time: with several sources every source needs"):
+        _ = a.union(lw.stream(cdc, event_time="commit_ts", arrival=None, name="cdc")).window(
+            lw.tumbling("1s")).write(lw.parquet(tmp_path)).config
+    with pytest.raises(ValueError, match=r"stream\(name=\.\.\.\)"):
+        lw.stream(radar, event_time="sensor_ts", name="a b")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -22,10 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from lowwater.api import toml_text
 from lowwater.api.aggs import agg_text
-from lowwater.api.args import choice, duration, name, names
+from lowwater.api.args import choice, duration, names
+from lowwater.api.args import name as column_name
 from lowwater.api.specs import ACCUMULATIONS, LATE_POLICIES, Sink, Watermark, WindowShape
 from lowwater.config import PipelineConfig, apply_overrides, parse_config, resolve
 from lowwater.config.source import DATAFRAME, TIME_UNITS
+from lowwater.core.tracker_state import DEFAULT_SOURCE
 
 if TYPE_CHECKING:
     from lowwater.api.running import LowwaterQuery
@@ -79,6 +82,7 @@ class Pipeline:
 
     def watermark(self, strategy: Watermark) -> Pipeline:
         """The watermark strategy: ``lw.bounded("5s").with_idleness("1m")``, ``lw.punctuated``, ``lw.adaptive``."""
+        self._one_source("watermark(strategy)")
         if not isinstance(strategy, Watermark):
             msg = (f"watermark(strategy): expected lw.bounded(...), lw.punctuated(...) or lw.adaptive(...), "
                    f"got {strategy!r}")
@@ -88,6 +92,7 @@ class Pipeline:
 
     def clip(self, max_future_skew: Any) -> Pipeline:  # noqa: ANN401 - a duration
         """Clamp event times more than ``max_future_skew`` ahead of the arrival clock (needs ``arrival``)."""
+        self._one_source("clip(max_future_skew=...)")
         skew = duration("clip(max_future_skew=...)", max_future_skew)
         return self._set_watermark({**self._watermark_table(), "max_future_skew": skew})
 
@@ -168,6 +173,56 @@ class Pipeline:
         data["output"] = output
         return replace(self, data=data, callbacks=tuple(calls))
 
+    def union(self, *others: Pipeline) -> Pipeline:
+        """Several named streams as one (``[[source]]`` tables), each with its own watermark, then one window.
+
+        Give each ``lw.stream(df, ..., name=...)`` its name, arrival column and
+        ``.watermark(...)`` before the union, and the window and sinks after it.
+        """
+        tables, frames = self._named_tables("union(...)"), dict(self._frames())
+        for other in others:
+            if not isinstance(other, Pipeline):
+                msg = f"union(*others): expected lw.stream(...) pipelines, got {other!r}"
+                raise TypeError(msg)
+            if set(other.data) - {"source", "watermark"}:
+                msg = "union(*others): give the window, lateness and sinks after the union, not to the streams in it"
+                raise ValueError(msg)
+            tables += other._named_tables("union(*others)")
+            frames.update(other._frames())
+        data = copy.deepcopy({k: v for k, v in self.data.items() if k != "watermark"})
+        data["source"] = tables
+        return replace(self, data=data, df=frames)
+
+    def _named_tables(self, arg: str) -> list[dict[str, Any]]:
+        """This pipeline's sources as ``[[source]]`` tables (each with its watermark): each needs a name."""
+        src = self.data["source"]
+        if isinstance(src, list):
+            return copy.deepcopy(src)
+        if "name" not in src:
+            msg = f"{arg}: name each stream in a union: lw.stream(df, ..., name=\"radar\")"
+            raise ValueError(msg)
+        return [{**copy.deepcopy(src), "watermark": self._watermark_table()}]
+
+    def _frames(self) -> dict[str, Any]:
+        if isinstance(self.df, dict):
+            return self.df
+        src = self.data.get("source")
+        return {} if self.df is None or not isinstance(src, dict) else {src.get("name", DEFAULT_SOURCE): self.df}
+
+    def frames(self, cfg: PipelineConfig) -> dict[str, Any]:
+        """Each ``format = "dataframe"`` source's DataFrame by name; one ``ValueError`` for one missing."""
+        frames = self._frames()
+        for s in cfg.sources:
+            if s.format == DATAFRAME and s.name not in frames:
+                msg = f"stream(df): no DataFrame for source {s.name!r} (Pipeline.from_toml(path, df=...))"
+                raise ValueError(msg)
+        return frames
+
+    def _one_source(self, arg: str) -> None:
+        if isinstance(self.data.get("source"), list):
+            msg = f"{arg}: a union's streams each have their own: give it to each lw.stream(...) before .union(...)"
+            raise ValueError(msg)
+
     def _watermark_table(self) -> dict[str, Any]:
         return dict(self.data.get("watermark", {}))
 
@@ -222,15 +277,26 @@ class Pipeline:
         base = p.resolve().parent
         pipeline = cls(_absolute(apply_overrides(data, overrides or []), base), df=df, base_dir=str(base))
         cfg = pipeline.config  # validated now, not when the query starts
-        wants_df = any(s.format == DATAFRAME for s in cfg.sources)
-        if wants_df and df is None:
+        wants = [s.name for s in cfg.sources if s.format == DATAFRAME]
+        if wants and df is None:
             msg = f"from_toml(df=...): {p} reads source.format = \"dataframe\": pass the streaming DataFrame"
             raise ValueError(msg)
-        if df is not None and not wants_df:
+        if df is not None and not wants:
             msg = f"from_toml(df=...): {p} reads {cfg.sources[0].format} from {cfg.sources[0].path}, not a DataFrame"
             raise ValueError(msg)
-        if df is not None:
+        if isinstance(df, dict):  # [[source]] tables: a DataFrame per name
+            if sorted(df) != sorted(wants):
+                msg = f"from_toml(df=...): expected a DataFrame for each of {', '.join(wants)}, got {', '.join(df)}"
+                raise ValueError(msg)
+            for frame in df.values():
+                _check_streaming(frame)
+        elif df is not None:
+            if len(wants) > 1:
+                msg = f"from_toml(df=...): {p} has several DataFrame sources: pass {{name: DataFrame}}"
+                raise ValueError(msg)
             _check_streaming(df)
+            pipeline = replace(pipeline, df={wants[0]: df})
+        pipeline.frames(cfg)
         return pipeline
 
     # -- running ------------------------------------------------------------------
@@ -255,13 +321,16 @@ class Pipeline:
 def stream(
     df: Any, event_time: str, partition: Any = FROM_KAFKA, arrival: Any = FROM_KAFKA,  # noqa: ANN401
     offset: Any = FROM_KAFKA, time_unit: str = "s", time_zone: str | None = None,  # noqa: ANN401
+    name: str | None = None,
 ) -> Pipeline:
     """A pipeline over any streaming DataFrame: which columns are the event time, partition, arrival time, offset.
 
     A Kafka DataFrame's ``partition``, ``offset`` and ``timestamp`` columns are
     taken for ``partition``, ``offset`` and ``arrival`` unless given (``None``:
     no such column). ``time_unit`` (``s``, ``ms``, ``us``) is for numeric time
-    columns, ``time_zone`` for timestamps written without one.
+    columns, ``time_zone`` for timestamps written without one. ``name``: the
+    source's name (its ``source`` column in late rows and dead letters after a
+    :meth:`Pipeline.union`).
     """
     columns = _check_streaming(df)
     kafka = KAFKA_PARTITION in columns and KAFKA_OFFSET in columns
@@ -274,10 +343,12 @@ def stream(
     }
     arg = {"event_time": "event_time", "partition": "partition", "offset": "offset", "arrival_time": "arrival"}
     source: dict[str, Any] = {"format": DATAFRAME}
+    if name is not None:
+        source["name"] = _source_name(name)
     for role, col in roles.items():
         if col is None:
             continue
-        name(f"stream({arg[role]}=...)", col)
+        column_name(f"stream({arg[role]}=...)", col)
         if col not in columns:
             msg = f"stream({arg[role]}={col!r}): no such column in the DataFrame (its columns: {', '.join(columns)})"
             raise ValueError(msg)
@@ -286,6 +357,13 @@ def stream(
     if time_zone is not None:
         source["time_zone"] = time_zone
     return Pipeline({"source": source, "watermark": {}}, df=df)
+
+
+def _source_name(value: Any) -> str:  # noqa: ANN401
+    if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_-]+$", value):
+        msg = f"stream(name=...): {value!r} is not a plain name (letters, digits, _ and -)"
+        raise ValueError(msg)
+    return value
 
 
 def _check_streaming(df: Any) -> list[str]:  # noqa: ANN401

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -25,12 +26,16 @@ from pyspark.sql import functions as F
 
 from lowwater.api.foreach import ForeachBatchSink
 from lowwater.config import PipelineConfig, check_columns, check_source_path
-from lowwater.config.source import DATAFRAME
 from lowwater.io.source import Admitted
 
 if TYPE_CHECKING:
     from lowwater.api.pipeline import Pipeline
     from lowwater.spark.engine import Engine
+
+
+def _ordered(df: DataFrame) -> DataFrame:
+    """A DataFrame's rows with the source-order columns of a file's: no file (null ``source_file``), one block."""
+    return df.select("*", F.lit(None).cast("string").alias("_file"), F.lit(0).cast("long").alias("_block"))
 
 
 class DataFrameSource:
@@ -44,13 +49,33 @@ class DataFrameSource:
         return self.df
 
     def admit(self, batch: DataFrame) -> Admitted:
-        """The batch's rows with the source-order columns: no file (null ``source_file``), one block."""
-        order = [F.lit(None).cast("string").alias("_file"), F.lit(0).cast("long").alias("_block")]
-        return Admitted(batch.select("*", *order))
+        return Admitted(_ordered(batch))
 
     @contextmanager
     def watching(self, poll_s: float | None) -> Iterator[None]:  # noqa: ARG002 - the user's source polls itself
         yield
+
+
+class DataFrameUnion(DataFrameSource):
+    """Several named DataFrames (``lw.stream(...).union(...)``) as one stream, as ``io/sources.UnionSource`` lays
+    out ``[[source]]`` tables: each normalised with its own columns, in one schema, tagged with its name.
+
+    The projections run on the streaming DataFrames (``stream``), so a micro-batch arrives laid out.
+    """
+
+    def __init__(self, spark: SparkSession, cfg: PipelineConfig, frames: dict[str, DataFrame]) -> None:
+        from lowwater.io.sources import to_layout, union_layout, union_payload
+        from lowwater.spark.parse import normalise_source
+
+        self.schemas = {s.name: frames[s.name].schema for s in cfg.sources}  # in the configuration's order
+        layout = union_layout(union_payload(spark, self.schemas))
+        values = tuple(cfg.window.value_columns)
+        parts = [to_layout(normalise_source(_ordered(frames[s.name]), s, values, named=True), layout, s.name)
+                 for s in cfg.sources]
+        super().__init__(reduce(lambda a, b: a.unionByName(b), parts))
+
+    def admit(self, batch: DataFrame) -> Admitted:
+        return Admitted(batch)
 
 
 def start(pipeline: Pipeline, once: bool, drain: bool, after_drain: bool, spark: Any) -> LowwaterQuery:  # noqa: ANN401
@@ -58,16 +83,16 @@ def start(pipeline: Pipeline, once: bool, drain: bool, after_drain: bool, spark:
     from lowwater.spark.engine import Engine
 
     cfg = pipeline.config
-    source = None
-    if any(s.format == DATAFRAME for s in cfg.sources):
-        if pipeline.df is None:
-            msg = "stream(df): the pipeline reads a DataFrame but has none (Pipeline.from_toml(path, df=...))"
+    source: DataFrameSource | None = None
+    frames = pipeline.frames(cfg)
+    if frames:
+        if len(frames) != len(cfg.sources):
+            msg = "stream(df): a DataFrame beside file or Kafka sources is not supported yet (hand each in as one)"
             raise ValueError(msg)
-        src = cfg.source
-        types = {f.name: f.dataType.simpleString() for f in pipeline.df.schema.fields}
-        check_columns(cfg, {src.name: types})
-        source = DataFrameSource(pipeline.df)
-        spark = pipeline.df.sparkSession
+        check_columns(cfg, {n: {f.name: f.dataType.simpleString() for f in df.schema.fields}
+                            for n, df in frames.items()})
+        spark = next(iter(frames.values())).sparkSession
+        source = DataFrameUnion(spark, cfg, frames) if cfg.named_sources else DataFrameSource(frames[cfg.source.name])
     else:
         for s in cfg.sources:
             check_source_path(s, cfg.base_dir)

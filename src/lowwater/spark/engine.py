@@ -130,7 +130,8 @@ class Engine:
     (``--after-drain``) accepts new rows on a drained checkpoint.
 
     ``source`` (the Python API, ``api/running.py``): a stream source handed in instead of the one the
-    configuration reads; it brings its input schema (``source.schema``).
+    configuration reads; it brings its input schema (``source.schema``; ``[[source]]`` tables:
+    ``source.schemas``, by name).
     """
 
     def __init__(
@@ -153,8 +154,12 @@ class Engine:
             spark.conf.set(k, v)
         self.lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
         self.held: HeldRows | None = None
+        source = self.given_source
+        if source is None and any(s.format == DATAFRAME for s in cfg.sources):
+            msg = f"{cfg.sources[0].key('format')}: \"dataframe\" needs the DataFrame (lw.stream(df, ...))"
+            raise ConfigError(msg)
         if cfg.named_sources:  # [[source]] tables: each source its own schema, laid out as one (io/sources.py)
-            self.schemas = {
+            self.schemas = dict(source.schemas) if source is not None else {  # a handed-in source's own
                 s.name: resolve_source_schema(spark, cfg, s, source_state_dir(self.lw_dir, s.name))
                 for s in cfg.sources
             }
@@ -166,10 +171,6 @@ class Engine:
                     for (name, sch), cfg_src in zip(self.schemas.items(), cfg.sources, strict=True)}
             schema_text: str | dict[str, str] = {n: sch.simpleString() for n, sch in self.schemas.items()}
         else:
-            source = self.given_source
-            if cfg.source.format == DATAFRAME and source is None:
-                msg = f"{cfg.source.key('format')}: \"dataframe\" needs the DataFrame (lw.stream(df, ...))"
-                raise ConfigError(msg)
             self.schema = source.schema if source is not None else resolve_schema(spark, cfg, self.lw_dir)
             self.schemas = {cfg.source.name: self.schema}
             unit = {cfg.source.name: unit_matters(self.schema[cfg.source.event_time].dataType)}
