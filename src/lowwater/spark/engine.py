@@ -155,8 +155,9 @@ class Engine:
         self.lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
         self.held: HeldRows | None = None
         source = self.given_source
-        if source is None and any(s.format == DATAFRAME for s in cfg.sources):
-            msg = f"{cfg.sources[0].key('format')}: \"dataframe\" needs the DataFrame (lw.stream(df, ...))"
+        wants = [s for s in cfg.sources if s.format == DATAFRAME]
+        if source is None and wants:
+            msg = f"{wants[0].key('format')}: \"dataframe\" needs the DataFrame (lw.stream(df, ...))"
             raise ConfigError(msg)
         if cfg.named_sources:  # [[source]] tables: each source its own schema, laid out as one (io/sources.py)
             self.schemas = dict(source.schemas) if source is not None else {  # a handed-in source's own
