@@ -245,3 +245,12 @@ def test_a_union_of_named_streams_is_source_tables_each_with_its_watermark(tmp_p
             lw.tumbling("1s")).write(lw.parquet(tmp_path)).config
     with pytest.raises(ValueError, match=r"stream\(name=\.\.\.\)"):
         lw.stream(radar, event_time="sensor_ts", name="a b")
+
+
+def test_lowwater_run_on_a_dataframe_toml_is_one_line_and_exit_2_before_spark(tmp_path):
+    (tmp_path / "p.toml").write_text(demo_pipeline(DataFrame(*DEMO_COLUMNS), tmp_path / "out").to_toml())
+    proc = subprocess.run([sys.executable, "-m", "lowwater.cli", "run", "p.toml", "--once"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith('error: source.format: "dataframe" is a streaming DataFrame handed in from Python')
+    assert len(proc.stderr.strip().splitlines()) == 1
