@@ -234,3 +234,17 @@ def test_a_union_of_two_dataframes_gives_what_source_tables_give(spark, tmp_path
     assert query.manifest.totals == want.totals and want.totals["rows"] == len(rows)
     late = pd.read_parquet(tmp_path / "py" / "out" / "late")
     assert set(late["source"]) <= {"a", "b"} and len(late) == len(toml[1])
+
+
+def test_reconcile_refuses_a_dataframe_source_in_one_line(tmp_path):
+    from lowwater.config import ConfigError
+    from lowwater.reconcile.job import check_supported
+
+    df = spark_free_frame()
+    cfg = lw.stream(df, event_time="t").window(lw.tumbling("1m")).write(lw.parquet(tmp_path)).config
+    with pytest.raises(ConfigError, match=r'^reconcile: a DataFrame source has no log to recompute from'):
+        check_supported(cfg)
+
+
+def spark_free_frame():  # noqa: ANN201 - what lw.stream reads of a streaming DataFrame, without a session
+    return type("DataFrame", (), {"isStreaming": True, "columns": ["t"]})()
