@@ -167,8 +167,15 @@ class LowwaterQuery:
         return self._error
 
     def await_termination(self, timeout: float | None = None) -> bool | None:
-        """Wait for the query to end (``once``/``drain``, :meth:`stop`, or a failure, which is raised here)."""
-        self._thread.join(timeout)
+        """Wait for the query to end (``once``/``drain``, :meth:`stop`, or a failure, which is raised here).
+
+        Ctrl-C while waiting asks the query to stop after its current step (as ``lowwater run`` does).
+        """
+        try:
+            self._thread.join(timeout)
+        except KeyboardInterrupt:
+            self.engine.request_stop()
+            raise
         if self._error is not None:
             raise self._error
         return None if timeout is None else not self._thread.is_alive()
