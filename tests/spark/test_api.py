@@ -248,3 +248,49 @@ def test_reconcile_refuses_a_dataframe_source_in_one_line(tmp_path):
 
 def spark_free_frame():  # noqa: ANN201 - what lw.stream reads of a streaming DataFrame, without a session
     return type("DataFrame", (), {"isStreaming": True, "columns": ["t"]})()
+
+
+def test_the_handle_raises_the_engines_failure_and_ctrl_c_asks_for_a_stop_after_the_step():
+    import threading
+    from types import SimpleNamespace
+
+    from lowwater.api.running import LowwaterQuery
+    from lowwater.config import ConfigError
+
+    stop = threading.Event()
+
+    class Engine:  # what the handle uses of an engine
+        query = None
+        observers = SimpleNamespace(hooks=[])
+
+        def __init__(self, fail: bool) -> None:
+            self.fail = fail
+
+        def run(self, once: bool, drain: bool) -> str:  # noqa: ARG002
+            if self.fail:
+                raise ConfigError("source.time_unit: event times such as 1.7e12 do not fit")
+            stop.wait(30)
+            return "manifest"
+
+        def request_stop(self, now: bool = False) -> None:  # noqa: ARG002
+            stop.set()
+
+    failed = LowwaterQuery(Engine(fail=True), True, False)
+    with pytest.raises(ConfigError, match="source.time_unit"):
+        failed.await_termination()
+    assert isinstance(failed.exception(), ConfigError) and not failed.is_active
+    with pytest.raises(ConfigError):
+        failed.process_all_available()
+
+    running = LowwaterQuery(Engine(fail=False), False, False)
+    thread = running._thread
+    assert running.is_active and running.status["message"] == "Initializing" and running.last_progress is None
+
+    def interrupted(timeout=None):  # noqa: ANN001, ANN202, ARG001 - Ctrl-C while the caller waits
+        raise KeyboardInterrupt
+
+    running._thread = SimpleNamespace(join=interrupted, is_alive=thread.is_alive)
+    with pytest.raises(KeyboardInterrupt):
+        running.await_termination()
+    thread.join(30)
+    assert stop.is_set() and running.manifest == "manifest"
