@@ -4,13 +4,14 @@ Read from the source with ``ast`` (imports inside functions and under
 ``TYPE_CHECKING`` count too), so it takes milliseconds and starts no Spark.
 The order, lowest first (docs/adr/0030-layers-and-registries.md):
 
-    time < core < lowwater (the package's __init__: the core's names) < config < runtime < io < spark
-         < observe, advisor, reconcile, report, testing < demo < cli
+    time < core < config < runtime < io < spark < observe, advisor, reconcile, report, testing
+         < demo, api < cli, lowwater (the package's __init__: the Python API's and the core's names)
 
 ``time`` (integer microseconds) is below the core, which uses it; ``runtime``
 holds the Spark helpers io and spark share; ``report`` (terminal output) and
 ``testing`` (scenario runners, throwaway servers) drive the engine like the
-other tools of their layer; ``demo`` runs them all; ``cli`` is the top.
+other tools of their layer; ``demo`` runs them all, ``api`` (``import lowwater as lw``) builds and
+starts pipelines as the CLI does; ``cli`` and the package's ``__init__`` are the top.
 Packages of one layer may import each other, never in a cycle.
 """
 
@@ -25,14 +26,13 @@ PKG = Path(__file__).resolve().parent.parent / "src" / "lowwater"
 LAYERS: list[set[str]] = [
     {"time"},
     {"core"},
-    {"lowwater"},
     {"config"},
     {"runtime"},
     {"io"},
     {"spark"},
     {"observe", "advisor", "reconcile", "report", "testing"},
-    {"demo"},
-    {"cli"},
+    {"demo", "api"},
+    {"cli", "lowwater"},  # lowwater: the package's own __init__, the public names (the Python API's, the core's)
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

@@ -9,8 +9,23 @@ Layout (see docs/design.md):
   Structured Streaming (``foreachBatch``) and Spark batch jobs.
 * ``lowwater.io``    -- sources and sinks.
 * ``lowwater.cli``   -- ``lowwater run | demo``.
+* ``lowwater.api``   -- the Python API: ``lw.stream(df, ...)...start()`` (its names are re-exported here).
 """
 
+from lowwater.api import (
+    Pipeline,
+    adaptive,
+    bounded,
+    delta,
+    foreach_batch,
+    hopping,
+    parquet,
+    postgres,
+    punctuated,
+    session,
+    stream,
+    tumbling,
+)
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import AllowedLateness, Lateness, LatePolicy, classify
 from lowwater.core.tracker import TrackerState, WatermarkTracker
@@ -22,6 +37,7 @@ __all__ = [
     "NEG_INF",
     "POS_INF",
     "Accounting",
+    "Pipeline",
     "AllowedLateness",
     "BoundedOutOfOrderness",
     "HoppingWindows",
@@ -32,8 +48,19 @@ __all__ = [
     "WatermarkStrategy",
     "WatermarkTracker",
     "Window",
+    "adaptive",
+    "bounded",
     "classify",
     "clip_future",
+    "delta",
+    "foreach_batch",
+    "hopping",
+    "parquet",
+    "postgres",
+    "punctuated",
+    "session",
+    "stream",
     "to_duration_us",
+    "tumbling",
 ]
 __version__ = "0.1.0"

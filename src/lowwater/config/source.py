@@ -39,7 +39,11 @@ from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.time import US_PER
 
 # source.format: the built-in kinds; io/source.register_source_kind adds one (read with the file keys).
-FORMATS = ["jsonl", "csv", "parquet", "kafka"]
+FORMATS = ["jsonl", "csv", "parquet", "kafka", "dataframe"]
+# format = "dataframe": the rows come from a streaming DataFrame handed in from Python (lowwater/api/):
+# no path, no schema (the DataFrame has both); ``lowwater run`` refuses it in one line.
+DATAFRAME = "dataframe"
+_NOT_FOR_DATAFRAME = ("path", "schema", "max_files_per_batch")
 TIME_UNITS = ("s", "ms", "us")
 SOURCE_KEYS = frozenset({
     "format", "path", "partition", "offset", "arrival_time", "event_time", "time_unit", "max_files_per_batch",
@@ -119,7 +123,14 @@ class SourceConfig:
 
 
 def check_source_path(src: SourceConfig, base_dir: str) -> None:
-    """A local source path must exist (checked before Spark starts; URLs are left to Spark)."""
+    """A local source path must exist (checked before Spark starts; URLs are left to Spark).
+
+    A ``format = "dataframe"`` source has no path: only Python hands one in (``lowwater/api``).
+    """
+    if src.format == DATAFRAME:
+        msg = (f"{src.key('format')}: \"dataframe\" is a streaming DataFrame handed in from Python "
+               "(lw.Pipeline.from_toml(path, df=...).start()); lowwater run reads files or Kafka")
+        raise ConfigError(msg)
     if "://" in src.path or Path(src.path).exists():
         return
     msg = (f"{src.key('path')}: {src.path} does not exist (relative paths resolve against the configuration "
@@ -204,6 +215,8 @@ def parse_source(s: dict[str, Any], base: Path, name: str, named: bool) -> Sourc
         raise ConfigError(msg)
     if fmt == "kafka":
         return _parse_kafka_source(s, where, name, named)
+    if fmt == DATAFRAME:
+        return _parse_dataframe_source(s, where, name, named)
     for key in ("path", "event_time"):
         if key not in s:
             msg = f"{where}.{key} is required"
@@ -255,6 +268,33 @@ def _time_unit(where: str, s: dict[str, Any]) -> str:
         msg = f"{where}.time_unit: {unit!r} is not one of {', '.join(TIME_UNITS)}"
         raise ConfigError(msg)
     return unit
+
+
+def _parse_dataframe_source(s: dict[str, Any], where: str, name: str, named: bool) -> SourceConfig:
+    """A streaming DataFrame from Python: only the column roles; ``path`` names it (``dataframe://<name>``)."""
+    for key in _NOT_FOR_DATAFRAME:
+        if key in s:
+            msg = f"{where}.{key}: not for format = \"dataframe\" (the DataFrame handed in has its rows and schema)"
+            raise ConfigError(msg)
+    if "event_time" not in s:
+        msg = f"{where}.event_time is required"
+        raise ConfigError(msg)
+
+    def opt(key: str) -> str | None:
+        return text(where, key, s[key]) if key in s else None
+
+    return SourceConfig(
+        format=DATAFRAME,
+        path=f"{DATAFRAME}://{name}",
+        event_time=text(where, "event_time", s["event_time"]),
+        partition=opt("partition"),
+        offset=opt("offset"),
+        arrival_time=opt("arrival_time"),
+        time_unit=_time_unit(where, s),
+        name=name,
+        named=named,
+        time_zone=time_zone(where, s),
+    )
 
 
 def _parse_kafka_source(s: dict[str, Any], where: str, name: str, named: bool) -> SourceConfig:

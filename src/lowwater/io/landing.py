@@ -43,6 +43,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
+from lowwater.config.source import DATAFRAME
 from lowwater.io.checkpoint import start_fresh
 from lowwater.io.filelog import FileLog
 from lowwater.io.files import empty_batch, read_batch
@@ -206,8 +207,8 @@ def check_resumable(fs: HadoopFS, spark_checkpoint: str, cfg: PipelineConfig) ->
     Spark's own file source (``{"logOffset": n}``, files in modification-time
     order) cannot be resumed in name order: its micro-batches named other files.
     """
-    if any(s.kafka is not None for s in cfg.sources):  # Spark's Kafka offsets (the fingerprint refuses a format switch)
-        return
+    if any(s.kafka is not None or s.format == DATAFRAME for s in cfg.sources):
+        return  # Spark's Kafka offsets, or a DataFrame's own source's (the fingerprint refuses a format switch)
     offsets = f"{spark_checkpoint.rstrip('/')}/offsets"
     if not fs.exists(offsets):
         return

@@ -72,6 +72,8 @@ def check_supported(cfg: PipelineConfig) -> None:
         raise ConfigError(msg)
     if cfg.source.format == "kafka":
         raise ConfigError("reconcile: a Kafka source has no log to recompute from (source.format = \"kafka\")")
+    if cfg.source.format == "dataframe":  # the Python API's DataFrame: lowwater kept no log of its rows
+        raise ConfigError("reconcile: a DataFrame source has no log to recompute from (source.format = \"dataframe\")")
 
 
 def report_path(cfg: PipelineConfig) -> str:

@@ -41,7 +41,8 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lowwater.config import PipelineConfig
+from lowwater.config import ConfigError, PipelineConfig
+from lowwater.config.source import DATAFRAME
 from lowwater.core.frontier import FrontierState, lane_label
 from lowwater.core.lateness import DRAINED_REASON
 from lowwater.core.tracker import TrackerState, WatermarkTracker
@@ -55,7 +56,7 @@ from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.io.parse import normalise, normalise_source, unit_matters
 from lowwater.io.sink import Sinks, output_sinks
-from lowwater.io.source import Admitted
+from lowwater.io.source import Admitted, StreamSource
 from lowwater.io.sources import source_state_dir, to_layout, union_layout, union_payload
 from lowwater.runtime.columns import select
 from lowwater.runtime.fs import HadoopFS
@@ -129,15 +130,22 @@ class Engine:
     of :meth:`run` (or :meth:`close`), and refuses a configuration the
     checkpoint was not started with (``io/checkpoint.py``). ``after_drain``
     (``--after-drain``) accepts new rows on a drained checkpoint.
+
+    ``source`` (the Python API, ``api/running.py``): a stream source handed in instead of the one the
+    configuration reads; it brings its input schema (``source.schema``; ``[[source]]`` tables:
+    ``source.schemas``, by name).
     """
 
-    def __init__(self, cfg: PipelineConfig, spark: SparkSession, after_drain: bool = False,
-                 observers: StepHooks | None = None) -> None:
+    def __init__(
+        self, cfg: PipelineConfig, spark: SparkSession, after_drain: bool = False,
+        observers: StepHooks | None = None, source: StreamSource | None = None,
+    ) -> None:
         self.cfg = cfg
         self.spark = spark
         self.after_drain = after_drain
         # Told each committed step: observe.hub.Observers from the top layer (lowwater run), else only hooks.
         self.observers = observers if observers is not None else StepHooks(cfg)
+        self.given_source = source
         self.fs = HadoopFS(spark)
         self._lock: PipelineLock | None = hold(cfg, self.fs)
         try:
@@ -151,8 +159,13 @@ class Engine:
             spark.conf.set(k, v)
         self.lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
         self.held: HeldRows | None = None
+        source = self.given_source
+        wants = [s for s in cfg.sources if s.format == DATAFRAME]
+        if source is None and wants:
+            msg = f"{wants[0].key('format')}: \"dataframe\" needs the DataFrame (lw.stream(df, ...))"
+            raise ConfigError(msg)
         if cfg.named_sources:  # [[source]] tables: each source its own schema, laid out as one (io/sources.py)
-            self.schemas = {
+            self.schemas = dict(source.schemas) if source is not None else {  # a handed-in source's own
                 s.name: resolve_source_schema(spark, cfg, s, source_state_dir(self.lw_dir, s.name))
                 for s in cfg.sources
             }
@@ -164,7 +177,7 @@ class Engine:
                     for (name, sch), cfg_src in zip(self.schemas.items(), cfg.sources, strict=True)}
             schema_text: str | dict[str, str] = {n: sch.simpleString() for n, sch in self.schemas.items()}
         else:
-            self.schema = resolve_schema(spark, cfg, self.lw_dir)
+            self.schema = source.schema if source is not None else resolve_schema(spark, cfg, self.lw_dir)
             self.schemas = {cfg.source.name: self.schema}
             unit = {cfg.source.name: unit_matters(self.schema[cfg.source.event_time].dataType)}
             schema_text = self.schema.simpleString()

@@ -66,7 +66,9 @@ class QueryControl:
         eng, cfg = self.engine, self.engine.cfg
         if trigger_interval is None and cfg.trigger_interval_us is not None:
             trigger_interval = f"{cfg.trigger_interval_us // 1000} milliseconds"
-        if cfg.named_sources:
+        if eng.given_source is not None:  # handed in (the Python API's DataFrame, api/running.py)
+            self.source = eng.given_source
+        elif cfg.named_sources:
             self.source = UnionSource(eng.spark, cfg, eng.schemas, eng.lw_dir)
         else:
             self.source = open_source(eng.spark, cfg.source, eng.schema, eng.lw_dir)

@@ -1,0 +1,83 @@
+"""``.agg(total=F.sum("amount"))``: a Spark ``Column`` aggregate as the ``func(column)`` text the file holds.
+
+lowwater keeps every aggregate as a mergeable partial (``core/partials.py``),
+so revisions, retractions and sessions stay exact; today that is ``count``,
+``sum``, ``min``, ``max`` and ``avg`` of one column. Anything else (a
+distinct count, an expression inside, a percentile, ``first``) is refused in
+one line naming the argument, rather than computed some other way.
+
+The Column is read without running anything: its SQL text (``sum(amount)``),
+and on classic PySpark its unresolved function node, which also says whether
+it is ``DISTINCT`` (the text of ``F.countDistinct("a")`` is ``count(a)``).
+No pyspark import here: a Column is recognised by its shape.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lowwater.core.aggregates import FUNCTIONS, AggSpec
+
+_COLUMN_TEXT = re.compile(r"^Column<'(.*)'>$", re.S)
+SUPPORTED = ", ".join(f"F.{f}(\"col\")" for f in FUNCTIONS)
+NOT_YET = "distinct counts, percentiles, first/last, collect_list/set and stddev are not supported yet"
+
+
+def agg_text(arg: str, value: Any) -> str:  # noqa: ANN401 - a Column or a "func(column)" string
+    """The ``func(column)`` text of one aggregate; one ``ValueError``/``TypeError`` naming ``arg`` otherwise."""
+    if isinstance(value, str):
+        sql = value
+    elif _is_column(value):
+        sql = _column_sql(arg, value)
+    else:
+        msg = f"{arg}: expected a Spark Column aggregate such as F.sum(\"amount\"), got {value!r}"
+        raise TypeError(msg)
+    if re.match(r"^\s*count\s*\(\s*(\*|1)\s*\)\s*$", sql, re.I):
+        msg = (f"{arg}: {sql} is always in the results as the column `count`; "
+               "to count a column's values use F.count(\"col\")")
+        raise ValueError(msg)
+    try:
+        spec = AggSpec.parse(arg, sql)
+    except ValueError:
+        msg = f"{arg}: {sql} is not an aggregate lowwater keeps exactly: use one of {SUPPORTED} ({NOT_YET})"
+        raise ValueError(msg) from None
+    return f"{spec.func}({spec.column})"
+
+
+def _is_column(value: Any) -> bool:  # noqa: ANN401
+    return type(value).__name__ == "Column" and type(value).__module__.startswith("pyspark.")
+
+
+def _column_sql(arg: str, col: Any) -> str:  # noqa: ANN401
+    """The Column's SQL text; a ``DISTINCT``, ``FILTER`` or window over it is refused."""
+    node = None
+    jc = getattr(col, "_jc", None)
+    if jc is not None:
+        try:
+            node = jc.node()
+        except Exception:  # noqa: BLE001 - another Spark version's Column: the text below decides
+            node = None
+    if node is not None:
+        kind = node.getClass().getSimpleName()
+        sql = str(node.sql())
+        if kind == "UnresolvedFunction" and bool(node.isDistinct()):
+            msg = f"{arg}: {_distinct(sql, node)} is not an aggregate lowwater keeps exactly ({NOT_YET})"
+            raise ValueError(msg)
+        if kind == "Alias":
+            msg = f"{arg}: pass the aggregate without .alias(...): the argument's name is its name"
+            raise ValueError(msg)
+        if kind not in ("UnresolvedFunction", "SqlExpression"):
+            msg = f"{arg}: {sql} is not a plain aggregate of one column: use one of {SUPPORTED}"
+            raise ValueError(msg)
+        return sql
+    m = _COLUMN_TEXT.match(str(col))  # Spark Connect's Column: Column<'sum(amount)'>
+    sql = m.group(1) if m else str(col)
+    if re.search(r"\bdistinct\b|\bfilter\b|\bover\b| AS ", sql, re.I):
+        msg = f"{arg}: {sql} is not an aggregate lowwater keeps exactly ({NOT_YET})"
+        raise ValueError(msg)
+    return sql
+
+
+def _distinct(sql: str, node: Any) -> str:  # noqa: ANN401
+    return sql.replace("(", "(DISTINCT ", 1) if bool(node.isDistinct()) else sql

@@ -1,0 +1,296 @@
+"""The Python API on Spark: a user's streaming DataFrame through the engine gives what the TOML pipeline gives.
+
+The rows are tests/spark/test_kafka.py's stream (a lagging partition that holds W, a quiet one that goes
+idle, stragglers too late). The TOML pipeline reads them as files (or as a topic, ``format = "kafka"``);
+the Python pipeline reads the same files with ``spark.readStream.json`` (or the same topic with
+``spark.readStream.format("kafka")`` and the user's own ``from_json``). Results, late rows and the
+accounting must be the same.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+import lowwater as lw
+from lowwater.config import load_config
+from lowwater.spark.engine import Engine
+from lowwater.spark.step import summarise
+
+from .test_kafka import FILE_SOURCE, WINDOWING, kafka_pipeline, outcome, produce, stream
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "partition INT, offset LONG, arrival_time LONG, event_time LONG, key STRING, amount DOUBLE"
+
+
+def windowed(p: lw.Pipeline, out: Path, *sinks: lw.Sink) -> lw.Pipeline:
+    """WINDOWING (test_kafka.py) in Python."""
+    return (p.watermark(lw.bounded("2s").with_idleness("5s").with_partitions(0, 1, 2, 3))
+            .window(lw.tumbling("5 seconds"), key="key")
+            .agg(total=F.sum("amount"))
+            .lateness(grace="0s", policy="side_output")
+            .write(lw.parquet(out), *sinks))
+
+
+def test_a_dataframe_of_files_gives_what_the_toml_pipeline_gives(spark, tmp_path):
+    rows = stream()
+    landing = tmp_path / "files" / "landing"
+    landing.mkdir(parents=True)
+    (landing / "part-000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "files" / "pipeline.toml").write_text(FILE_SOURCE + WINDOWING)
+    toml_query = lw.Pipeline.from_toml(tmp_path / "files" / "pipeline.toml").start(drain=True, spark=spark)
+    toml_query.await_termination()
+    want = toml_query.manifest  # what `lowwater run pipeline.toml --drain` commits
+
+    seen: list[tuple[int, int, int, int]] = []
+
+    def callback(batch) -> None:  # noqa: ANN001 - a StepBatch
+        results = batch.results.toPandas()
+        assert set(results["kind"]) <= {"final"} and batch.revisions.count() == 0
+        seen.append((batch.step, len(results), batch.late.count(), batch.metrics["rows"]))
+
+    df = spark.readStream.schema(SCHEMA).json(str(landing))
+    pipeline = windowed(lw.stream(df, event_time="event_time", partition="partition", offset="offset",
+                                  arrival="arrival_time", time_unit="ms"), tmp_path / "py" / "out",
+                        lw.foreach_batch(callback))
+    query = pipeline.start(drain=True)
+    assert query.await_termination(timeout=300) is True and not query.is_active
+    assert outcome(spark, tmp_path / "py", "partition")[:2] == outcome(spark, tmp_path / "files", "partition")[:2]
+    assert query.summary == summarise(want)
+    assert query.manifest.totals == want.totals
+
+    # The handle: lowwater's progress per committed step, the shape of a StreamingQuery's
+    last = query.last_progress
+    assert last is not None and last == query.lastProgress and query.status["step"] == last["step"] == 1
+    assert last["totals"] == want.totals and query.status["message"] == "Stopped"
+    first = query.recent_progress[0]
+    assert first["holding_partition"] == "3" and list(first["idle_partitions"]) == ["2"]
+    assert first["too_late"] == want.totals["too_late"] > 0 and first["watermark_lag_s"] is not None
+    # foreach_batch: each step once, its results and late rows as the Parquet outputs hold them
+    metrics = pd.read_parquet(tmp_path / "py" / "out" / "metrics")
+    res = pd.read_parquet(tmp_path / "py" / "out" / "results")
+    late = pd.read_parquet(tmp_path / "py" / "out" / "late")
+    assert [s for s, *_ in seen] == [0, 1]
+    rows_of = dict(zip(metrics["batch_id"].astype(int), metrics["rows"], strict=True))
+    assert [(n, k, r) for _, n, k, r in seen] == [
+        ((res["batch_id"] == s).sum(), (late["batch_id"] == s).sum(), rows_of[s]) for s in (0, 1)]
+    # the same pipeline written as TOML (format = "dataframe") and read back with the DataFrame
+    path = tmp_path / "py.toml"
+    path.write_text(pipeline.to_toml())
+    assert replace(lw.Pipeline.from_toml(path, df=df).config, base_dir=".") == replace(pipeline.config, base_dir=".")
+
+
+def test_a_kafka_dataframe_with_the_users_from_json_gives_what_format_kafka_gives(spark, kafka_broker, tmp_path):
+    rows = stream()
+    produce(kafka_broker, "api_payments", rows)
+    want = Engine(load_config(kafka_pipeline(tmp_path / "toml", kafka_broker, "api_payments")), spark).run(drain=True)
+
+    raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka_broker.bootstrap)
+           .option("subscribe", "api_payments").option("startingOffsets", "earliest").load())
+    value = F.from_json(F.col("value").cast("string"), "event_time LONG, key STRING, amount DOUBLE")
+    df = raw.select(value.alias("v"), "partition", "offset", "timestamp").select("v.*", "partition", "offset",
+                                                                                "timestamp")
+    # partition, offset and timestamp: a Kafka DataFrame's, taken by default
+    pipeline = windowed(lw.stream(df, event_time="event_time", time_unit="ms"), tmp_path / "py" / "out")
+    src = pipeline.config.source
+    assert (src.partition, src.offset, src.arrival_time) == ("partition", "offset", "timestamp")
+    query = pipeline.start(tmp_path / "py" / "ckpt")  # continuous: runs until stopped
+    query.process_all_available()
+    assert query.is_active and query.last_progress["totals"]["rows"] == len(rows)
+    query.stop()
+    assert not query.is_active
+    # the same pipeline again on its checkpoint: nothing new to read, every open window fires
+    again = pipeline.start(tmp_path / "py" / "ckpt", drain=True)
+    again.await_termination()
+    assert again.manifest.totals["rows"] == len(rows) and again.manifest.drained
+    got, toml = outcome(spark, tmp_path / "py", "partition"), outcome(spark, tmp_path / "toml", "kafka_partition")
+    assert got[:2] == toml[:2] and got[0] and len(got[1]) >= 5
+    assert pd.read_parquet(tmp_path / "py" / "out" / "metrics")["rows"].sum() == want.totals["rows"] == len(rows)
+
+
+def test_an_endless_rate_source_runs_until_stopped_and_reports_its_progress(spark, tmp_path):
+    rate = spark.readStream.format("rate").option("rowsPerSecond", 200).option("numPartitions", 2).load()
+    df = rate.select("timestamp", "value", (F.col("value") % 2).alias("p"))
+    query = (lw.stream(df, event_time="timestamp", partition="p", offset="value", arrival="timestamp")
+             .watermark(lw.bounded("1s"))
+             .window(lw.tumbling("1 second"), key="p")
+             .agg(total=F.sum("value"), biggest=F.max("value"))
+             .write(lw.parquet(tmp_path / "out"))
+             .start(tmp_path / "ckpt"))
+    try:  # (process_all_available would wait forever here: an endless source always has more, as in Spark)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not sum(p["windows_fired"] for p in query.recent_progress):
+            time.sleep(0.5)
+        assert query.is_active and query.status["step"] >= 1
+        last = query.last_progress
+        assert last is not None and last["step"] >= 1 and last["dead_letter"] == 0
+        assert last["totals"]["rows"] == last["totals"]["on_time"] + last["totals"]["late_updates"] + last[
+            "totals"]["too_late"] > 0
+    finally:
+        query.stop()
+    assert not query.is_active and query.status["message"] == "Stopped"
+    res = pd.read_parquet(tmp_path / "out" / "results")
+    assert len(res) > 0 and set(res["p"]) <= {0, 1}
+    # each fired window holds exactly its rows: value v is row v of the source, timestamps one per 5 ms
+    assert (res["count"] > 0).all() and (res["biggest"] <= res["total"]).all()
+
+
+def test_spark_column_aggregates_map_to_lowwater_aggregates_or_are_refused_in_one_line(spark):  # noqa: ARG001
+    from lowwater.api.aggs import agg_text
+
+    assert [agg_text("a", c) for c in (F.sum("amount"), F.count("amount"), F.min(F.col("amount")),
+                                       F.max("amount"), F.avg("amount"), F.mean("amount"))] == [
+        "sum(amount)", "count(amount)", "min(amount)", "max(amount)", "avg(amount)", "avg(amount)"]
+    refused = {
+        "distinct": F.countDistinct("amount"),
+        "filtered": F.expr("sum(amount) FILTER (WHERE amount > 1)"),
+        "expression": F.sum(F.col("amount") * 2),
+        "approx": F.approx_count_distinct("amount"),
+        "first": F.first("amount"),
+        "aliased": F.sum("amount").alias("t"),
+        "star": F.count("*"),
+    }
+    for name, col in refused.items():
+        with pytest.raises(ValueError) as e:
+            agg_text(f"agg({name}=...)", col)
+        assert str(e.value).startswith(f"agg({name}=...): ") and "\n" not in str(e.value)
+    assert "DISTINCT" in str(pytest.raises(ValueError, agg_text, "d", F.countDistinct("amount")).value)
+
+
+def test_the_readme_quickstart_runs_and_prints_the_demos_numbers(spark, tmp_path, monkeypatch, capsys):
+    from lowwater.demo.generator import PaymentsSpec, write_demo
+
+    cfg = write_demo(tmp_path / "demo-run", PaymentsSpec(duration_s=40, rate_per_s=20))  # what demo.sh writes
+    demo = Engine(load_config(cfg), spark)
+    want = demo.summary(demo.run(drain=True))
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    code = readme.split("## Python API", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)  # Python's paths; Spark's JVM started elsewhere, so its paths are made absolute:
+    code = code.replace('"demo-run/', f'"{tmp_path}/demo-run/')
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
+    assert namespace["query"].summary == want and want["rows"] == 800
+    assert str(want) in capsys.readouterr().out
+    py = pd.read_parquet(tmp_path / "demo-run" / "py-out" / "results").drop(columns="batch_id")
+    toml = pd.read_parquet(tmp_path / "demo-run" / "out" / "results").drop(columns="batch_id")
+    order = ["key", "window_start", "kind", "revision"]
+    pd.testing.assert_frame_equal(py.sort_values(order, ignore_index=True), toml.sort_values(order, ignore_index=True))
+
+
+NAMED = """
+[[source]]
+name = "{name}"
+format = "jsonl"
+path = "landing/{name}"
+partition = "partition"
+offset = "offset"
+arrival_time = "arrival_time"
+event_time = "event_time"
+time_unit = "ms"
+schema = "{schema}"
+watermark = {{ max_out_of_orderness = "2s", idle_timeout = "5s" }}
+"""
+
+NAMED_WINDOW = """
+[window]
+type = "tumbling"
+size = "5s"
+key = ["key"]
+aggregations = { total = "sum(amount)" }
+
+[output]
+path = "out"
+"""
+
+
+def test_a_union_of_two_dataframes_gives_what_source_tables_give(spark, tmp_path):
+    rows = stream()
+    sides = {"a": [r for r in rows if r["partition"] < 2], "b": [r for r in rows if r["partition"] >= 2]}
+    for name, part in sides.items():
+        (tmp_path / "toml" / "landing" / name).mkdir(parents=True)
+        (tmp_path / "toml" / "landing" / name / "part-000.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in part))
+    cfg = tmp_path / "toml" / "pipeline.toml"
+    cfg.write_text("".join(NAMED.format(name=n, schema=SCHEMA) for n in sides) + NAMED_WINDOW)
+    want = Engine(load_config(cfg), spark).run(drain=True)
+
+    def side(name: str) -> lw.Pipeline:
+        df = spark.readStream.schema(SCHEMA).json(str(tmp_path / "toml" / "landing" / name))
+        return lw.stream(df, event_time="event_time", partition="partition", offset="offset", arrival="arrival_time",
+                         time_unit="ms", name=name).watermark(lw.bounded("2s").with_idleness("5s"))
+
+    query = (side("a").union(side("b")).window(lw.tumbling("5s"), key="key").agg(total=F.sum("amount"))
+             .write(lw.parquet(tmp_path / "py" / "out")).start(drain=True))
+    query.await_termination()
+    got, toml = outcome(spark, tmp_path / "py", "partition"), outcome(spark, tmp_path / "toml", "partition")
+    assert got[:2] == toml[:2] and got[0] and got[1]
+    assert query.manifest.totals == want.totals and want.totals["rows"] == len(rows)
+    late = pd.read_parquet(tmp_path / "py" / "out" / "late")
+    assert set(late["source"]) <= {"a", "b"} and len(late) == len(toml[1])
+
+
+def test_reconcile_refuses_a_dataframe_source_in_one_line(tmp_path):
+    from lowwater.config import ConfigError
+    from lowwater.reconcile.job import check_supported
+
+    df = spark_free_frame()
+    cfg = lw.stream(df, event_time="t").window(lw.tumbling("1m")).write(lw.parquet(tmp_path)).config
+    with pytest.raises(ConfigError, match=r'^reconcile: a DataFrame source has no log to recompute from'):
+        check_supported(cfg)
+
+
+def spark_free_frame():  # noqa: ANN201 - what lw.stream reads of a streaming DataFrame, without a session
+    return type("DataFrame", (), {"isStreaming": True, "columns": ["t"]})()
+
+
+def test_the_handle_raises_the_engines_failure_and_ctrl_c_asks_for_a_stop_after_the_step():
+    import threading
+    from types import SimpleNamespace
+
+    from lowwater.api.running import LowwaterQuery
+    from lowwater.config import ConfigError
+
+    stop = threading.Event()
+
+    class Engine:  # what the handle uses of an engine
+        query = None
+        observers = SimpleNamespace(hooks=[])
+
+        def __init__(self, fail: bool) -> None:
+            self.fail = fail
+
+        def run(self, once: bool, drain: bool) -> str:  # noqa: ARG002
+            if self.fail:
+                raise ConfigError("source.time_unit: event times such as 1.7e12 do not fit")
+            stop.wait(30)
+            return "manifest"
+
+        def request_stop(self, now: bool = False) -> None:  # noqa: ARG002
+            stop.set()
+
+    failed = LowwaterQuery(Engine(fail=True), True, False)
+    with pytest.raises(ConfigError, match="source.time_unit"):
+        failed.await_termination()
+    assert isinstance(failed.exception(), ConfigError) and not failed.is_active
+    with pytest.raises(ConfigError):
+        failed.process_all_available()
+
+    running = LowwaterQuery(Engine(fail=False), False, False)
+    thread = running._thread
+    assert running.is_active and running.status["message"] == "Initializing" and running.last_progress is None
+
+    def interrupted(timeout=None):  # noqa: ANN001, ANN202, ARG001 - Ctrl-C while the caller waits
+        raise KeyboardInterrupt
+
+    running._thread = SimpleNamespace(join=interrupted, is_alive=thread.is_alive)
+    with pytest.raises(KeyboardInterrupt):
+        running.await_termination()
+    thread.join(30)
+    assert stop.is_set() and running.manifest == "manifest"
