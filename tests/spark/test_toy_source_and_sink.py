@@ -23,8 +23,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from lowwater.config import ConfigError, SourceConfig, parse_config
+from lowwater.io.files import infer_schema
+from lowwater.io.headers import read_header
 from lowwater.io.sink import SinkContext, register_sink, unregister_sink
 from lowwater.io.source import Admitted, register_source_kind, unregister_source_kind
+from lowwater.io.sources import UnionSource
 from lowwater.spark.engine import Engine
 
 from .test_cli import CONFIG, ROWS
@@ -99,6 +102,19 @@ def _config(root, **extra: Any) -> dict[str, Any]:  # noqa: ANN001
 def test_a_registered_kind_is_configurable_and_refused_once_unregistered(registered, tmp_path):
     cfg = parse_config(_config(tmp_path, kind="json_copy"), tmp_path)
     assert (cfg.source.format, cfg.output.kind) == ("spark_json", "json_copy")
+    # Without a schema its columns are known only once Spark runs: no header read, and one line at the start.
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "a.json").write_text('{"key": "a"}\n')
+    no_schema = parse_config({**_config(tmp_path), "source": {
+        k: v for k, v in _config(tmp_path)["source"].items() if k != "schema"}}, tmp_path)
+    assert read_header(no_schema.source) is None
+    with pytest.raises(ConfigError, match=r"^source\.schema: required with format = 'spark_json'"):
+        infer_schema(None, no_schema.source)
+    # Several [[source]] tables take landing directories and topics only: one line, before Spark is asked.
+    union = _config(tmp_path)
+    union["source"] = [{**union["source"], "name": "toy", "watermark": union.pop("watermark")}]
+    with pytest.raises(ConfigError, match=r"^source\.toy\.format: 'spark_json' is a registered source kind"):
+        UnionSource(None, parse_config(union, tmp_path), {}, "")
     with pytest.raises(ValueError, match="registered already"):
         register_sink("json_copy", JsonCopySink)
     with pytest.raises(ValueError, match="registered already"):

@@ -96,6 +96,9 @@ def infer_schema(spark: SparkSession, src: SourceConfig, prefer: Collection[str]
             msg = f"{src.key('schema')}: expected a list of `name TYPE` columns"
             raise ConfigError(msg)
         return parsed
+    if src.format not in _READER:  # a registered source kind (io/source.py): no files of ours to infer from
+        msg = f"{src.key('schema')}: required with format = {src.format!r} (lowwater infers columns from files only)"
+        raise ConfigError(msg)
     if "://" not in src.path:
         if not glob.has_magic(src.path) and not Path(src.path).exists():
             msg = f"{src.key('path')}: {src.path} does not exist"
