@@ -84,6 +84,10 @@ class ParquetOutputs:
         """Write the step's frame (replacing what an earlier attempt of the step wrote)."""
         nullable(df).write.mode("overwrite").parquet(self.path(kind, step))
 
+    def read(self, kind: str, step: int) -> DataFrame:
+        """What :meth:`write` wrote for the step (the Python API's ``foreach_batch`` hands it to the user)."""
+        return self.spark.read.parquet(self.path(kind, step))
+
     def write_rows(self, kind: str, step: int, table: pa.Table, spark_schema: StructType) -> None:
         """A handful of driver-side rows (metrics): plain Parquet when the path is local, else Spark."""
         target = self.path(kind, step)
