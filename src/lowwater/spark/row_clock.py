@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
-from lowwater.core.frontier import ArrivalFrontier, FrontierState, lane_label
+from lowwater.core.frontier import LANE_SEP, ArrivalFrontier, FrontierState, lane_label
 from lowwater.core.row_clock import FoldCounts, PartitionSummary, WatermarkStepFunction, fold, gap_for
 from lowwater.core.row_clock import summarise_partition as summarise
 from lowwater.core.row_clock.keys import pack, unpack
@@ -63,21 +63,19 @@ def unavailable(cfg: PipelineConfig) -> str | None:
     """Why this pipeline keeps the driver's clock, or None when the executors can keep it."""
     if cfg.join is not None:
         return "the interval join runs on the driver"
-    if cfg.multi_source:
-        return "several sources wait behind the arrival frontier"
-    if not cfg.source.arrival_time:
+    if not all(s.arrival_time for s in cfg.sources):
         return "without an arrival clock arrival order is the files' order across partitions"
     return None
 
 
 def order_columns(cfg: PipelineConfig) -> list[str]:
-    """Arrival order within a partition, as ``StepPlanner`` collects and sorts it."""
-    src = cfg.source
+    """Arrival order within an input, as ``StepPlanner`` collects and sorts it (``compact_columns``)."""
+    sources = cfg.sources
     cols = ["_arrival_us"]
-    if src.offset:
+    if all(s.offset for s in sources):
         cols.append("_offset")
-    if not (src.arrival_time and src.offset) or src.kafka is not None:  # a Kafka lane's topic-partition
-        cols += ["_file", "_block"]
+    if not all(s.arrival_time and s.offset for s in sources) or any(s.kafka is not None for s in sources):
+        cols += ["_file", "_block"]  # the source's own order (a Kafka lane's topic-partition)
     return [*cols, "_rid"]
 
 
@@ -100,11 +98,20 @@ def _segments(psort: pa.Array) -> list[tuple[int, int]]:
     return list(zip(starts, [*starts[1:], n], strict=True))
 
 
-def _pass_one(source: str, strategy: WatermarkStrategy, state: TrackerState | None, markers: bool):  # noqa: ANN202
-    """The ``mapInArrow`` function of pass 1 (a closure that pickles to the executors)."""
-    snapshots = {} if state is None else {p: state.snapshot_of(i) for i, p in enumerate(state.partitions)}
-    gap = gap_for({source: strategy})
-    skew = strategy.max_future_skew_us
+def _pass_one(  # noqa: ANN202
+    group: str, sources: dict[str, WatermarkStrategy], state: TrackerState | None, markers: bool, several: bool,
+):
+    """The ``mapInArrow`` function of pass 1 (a closure that pickles to the executors).
+
+    ``group`` is the column naming a row's input (``_psort``, or with ``several`` sources ``_input``:
+    source and partition); ``sources`` each source's strategy (a ``[source]`` table: the default one).
+    """
+    snapshots: dict[tuple[str | None, str], dict] = {}
+    if state is not None:
+        for i, p in enumerate(state.partitions):
+            snapshots[(state.sources[i] if state.sources is not None else None, p)] = state.snapshot_of(i)
+    gap = gap_for(sources)
+    (only,) = sources if not several else (None,)
 
     def run(batches: Batches) -> Batches:
         got = [b for b in batches if b.num_rows]
@@ -114,23 +121,25 @@ def _pass_one(source: str, strategy: WatermarkStrategy, state: TrackerState | No
         dead = pc.is_valid(t.column("_dead"))
         yield pa.RecordBatch.from_pydict({"summary": [None], "dead": [int(pc.sum(dead).as_py() or 0)]}, _ARROW)
         valid = t.filter(pc.invert(dead))
-        psort = valid.column("_psort").combine_chunks() if valid.num_rows else pa.array([])
-        if psort.null_count:
+        keys = valid.column(group).combine_chunks() if valid.num_rows else pa.array([])
+        if keys.null_count:
             msg = "a valid row without a partition reached the row clock"
             raise ValueError(msg)
         event_all, arrival_all = valid.column("_event_us").to_numpy(), valid.column("_arrival_us").to_numpy()
         marker_all = (pc.fill_null(valid.column("_marker"), False).to_numpy(zero_copy_only=False).astype(bool)
                       if markers else None)
-        for lo, hi in _segments(psort):
-            value = psort[lo].as_py()
-            name = str(value)
+        for lo, hi in _segments(keys):
+            value = keys[lo].as_py()
+            source = valid.column("_source")[lo].as_py() if several else only
+            name = valid.column("_part")[lo].as_py() if several else str(value)
+            strategy = sources[source]
             arrival, event = arrival_all[lo:hi], event_all[lo:hi]
-            marker = None if marker_all is None else marker_all[lo:hi]
+            marker = None if marker_all is None or strategy.marker is None else marker_all[lo:hi]
             rows = PartitionRows(event, arrival, marker)
-            s = summarise(strategy, name, snapshots.get(name), rows, arrival, np.arange(hi - lo), source=source,
-                          gap_us=gap)
+            snapshot = snapshots.get((source if several else None, name))
+            s = summarise(strategy, name, snapshot, rows, arrival, np.arange(hi - lo), source=source, gap_us=gap)
             data = slice(None) if marker is None else ~marker
-            clipped_ev, clipped = clip_future(event[data], arrival[data], skew)
+            clipped_ev, clipped = clip_future(event[data], arrival[data], strategy.max_future_skew_us)
             stats = PartitionStats(len(clipped_ev), int(clipped.sum()),
                                    int(clipped_ev.min()) if len(clipped_ev) else None)
             blob = zlib.compress(pickle.dumps((value, s, stats)), 1)  # ~2.5x smaller, ~1 ms a partition
@@ -147,19 +156,20 @@ def _unpack(blob: bytes) -> tuple[object, PartitionSummary, PartitionStats]:
     return pickle.loads(zlib.decompress(blob))  # noqa: S301 - written by pass 1 of this step
 
 
-def _ranked(summaries: list[tuple[object, PartitionSummary]]) -> tuple[list[PartitionSummary], dict[str, int]]:
-    """Ties at one arrival go in partition order: the rank joins the key's minor."""
-    ranked = sorted(summaries, key=lambda vs: vs[0])  # type: ignore[arg-type, return-value]
-    ranks = {s.partition: r for r, (_, s) in enumerate(ranked)}
+def _ranked(parts: list[tuple[object, PartitionSummary]]) -> tuple[list[PartitionSummary], dict[str, int]]:
+    """Ties at one arrival go in input order (the group's value, as the planner sorts it): the rank joins
+    the key's minor. Ranks are keyed by ``str`` of the group's value (what attach reads)."""
+    ranked = sorted(parts, key=lambda vs: vs[0])  # type: ignore[arg-type, return-value]
+    ranks = {str(v): r for r, (v, _) in enumerate(ranked)}
     out = []
-    for _, s in ranked:
+    for v, s in ranked:
         major, minor = unpack(s.keys)
-        out.append(replace(s, keys=pack(major, (ranks[s.partition] << _RANK_SHIFT) | minor)))
+        out.append(replace(s, keys=pack(major, (ranks[str(v)] << _RANK_SHIFT) | minor)))
     return out, ranks
 
 
-def executor_attach(step: WatermarkStepFunction, ranks: dict[str, int], markers: bool) -> Attach:
-    """Each row's ``W(r)`` from its key: its partition's rank and its position in the partition's sorted run."""
+def executor_attach(step: WatermarkStepFunction, ranks: dict[str, int], markers: bool, group: str = "_psort") -> Attach:
+    """Each row's ``W(r)`` from its key: its input's rank and its position in the input's sorted run."""
 
     def attach(batches: Batches) -> Batches:
         last: object = object()
@@ -169,10 +179,10 @@ def executor_attach(step: WatermarkStepFunction, ranks: dict[str, int], markers:
             vb = b if valid.all() else b.filter(pa.array(valid))
             if not vb.num_rows:
                 continue
-            psort = vb.column("_psort")
+            keys = vb.column(group)
             minor = np.empty(vb.num_rows, dtype=np.int64)
-            for lo, hi in _segments(psort):
-                value = psort[lo].as_py()
+            for lo, hi in _segments(keys):
+                value = keys[lo].as_py()
                 if value != last:
                     last, pos = value, 0
                 minor[lo:hi] = (ranks[str(value)] << _RANK_SHIFT) | np.arange(pos, pos + hi - lo, dtype=np.int64)
@@ -216,40 +226,49 @@ class ExecutorClock:
 
     def __init__(self, cfg: PipelineConfig) -> None:
         self.cfg = cfg
-        # A [[source]] table names its source (the tracker keys it so); a [source] table is the default one.
-        self.source = cfg.source.name if cfg.named_sources else DEFAULT_SOURCE
-        self.strategy: WatermarkStrategy = cfg.source.watermark
+        # The tracker's inputs: (source, partition). A [source] table is the default source; several
+        # sources group their rows by `_input` (source NUL partition: the planner's order of inputs).
+        self.several = cfg.multi_source
+        self.sources = dict(cfg.strategies) if cfg.named_sources else {DEFAULT_SOURCE: cfg.watermark}
         self.strategies = cfg.strategies if cfg.named_sources else cfg.watermark
         self.markers = any(s.marker for s in cfg.sources)
-        self.order = ["_psort", *order_columns(cfg)]
-        kafka = cfg.source.kafka is not None  # each partition a lane of the arrival frontier
-        self.frontier = ArrivalFrontier({}) if kafka else None
-        self.lane = lane_column([cfg.source.name], None if cfg.named_sources else cfg.source.name) if kafka else None
+        self.group = "_input" if self.several else "_psort"
+        self.order = [self.group, *order_columns(cfg)]
+        kafka = [s.name for s in cfg.sources if s.kafka is not None]  # each partition a lane of the frontier
+        self.frontier = None
+        self.lane = None
+        if self.several or kafka:
+            files = {s.name: s.watermark.idle_timeout_us for s in cfg.sources if s.kafka is None}
+            self.frontier = ArrivalFrontier(files)
+            self.lane = lane_column(kafka, None if cfg.named_sources else cfg.source.name)
 
     def needs(self) -> tuple[str, ...]:
-        return ("_dead", "_psort", "_arrival_us", *(("_marker",) if self.markers else ()))
+        return ("_dead", self.group, "_arrival_us", *(("_marker",) if self.markers else ()))
 
     def step(
         self, parsed: DataFrame, tracker: WatermarkTracker, cache: list[DataFrame], prev_frontier: dict | None = None,
         logs: dict[str, bool] | None = None,
     ) -> ClockedStep:
         """Lay the rows out, summarise, fold; ``tracker`` is not modified (the result holds the advanced one)."""
-        laid = parsed.repartition("_psort").sortWithinPartitions(*self.order).persist()
+        if self.several:
+            parsed = parsed.withColumn("_input", F.concat_ws(LANE_SEP, F.col("_source"), F.col("_psort")))
+        laid = parsed.repartition(self.group).sortWithinPartitions(*self.order).persist()
         cache.append(laid)
         judged, hold = laid, None
         if self.frontier is not None:
             hold = self._hold(laid, prev_frontier, logs)
             judged = laid.filter(F.col("_dead").isNotNull() | ready_column(hold.bounds, self.lane))
         state = tracker.state
-        got = judged.mapInArrow(_pass_one(self.source, self.strategy, state, self.markers), _SUMMARY).collect()
+        one = _pass_one(self.group, self.sources, state, self.markers, self.several)
+        got = judged.mapInArrow(one, _SUMMARY).collect()
         dead = sum(int(r["dead"]) for r in got)
         parts = [_unpack(r["summary"]) for r in got if r["summary"] is not None]
         summaries, ranks = _ranked([(v, s) for v, s, _ in parts])
         stats = [st for _, _, st in parts]
         step, after, counts = fold(summaries, self.strategies, state)
-        attach = executor_attach(step, ranks, self.markers)
+        attach = executor_attach(step, ranks, self.markers, self.group)
         mins = [st.min_event_us for st in stats if st.min_event_us is not None]
-        firsts = [(s.first_arrival_us, s.partition) for s in summaries if s.first_arrival_us > NEG_INF]
+        firsts = [(s.first_arrival_us, _input_of(s, self.several)) for s in summaries if s.first_arrival_us > NEG_INF]
         behind = None
         if hold is not None and firsts and hold.regression is None:
             earliest, part = min(firsts)
@@ -282,7 +301,9 @@ class ExecutorClock:
         new = ~F.col(CARRIED) if CARRIED in laid.columns else F.lit(True)
         rows = laid.filter(F.col("_dead").isNull()).groupBy(self.lane.alias("lane")).agg(
             F.min(F.when(new, F.col("_arrival_us"))).alias("lo"), F.max(F.when(new, F.col("_arrival_us"))).alias("hi"),
-            F.count(F.lit(1)).alias("n"), F.min(F.col("_psort").cast("string")).alias("part"),
+            F.count(F.lit(1)).alias("n"),
+            F.min(F.concat_ws(LANE_SEP, F.col("_source"), F.col("_part")) if self.several
+                  else F.col("_psort").cast("string")).alias("part"),
         ).collect()
         state = FrontierState.from_json(prev_frontier)
         fresh = [r for r in rows if r["lo"] is not None]
@@ -295,6 +316,11 @@ class ExecutorClock:
         bounds = self.frontier.bounds(state, logs, sorted(r["lane"] for r in rows))
         return _Hold(state.to_json(), bounds, regression, sum(int(r["n"]) for r in rows),
                      {r["part"]: r["lane"] for r in rows})
+
+
+def _input_of(s: PartitionSummary, several: bool) -> str:
+    """A summary's input as the lane aggregate names it (``source NUL partition`` with several sources)."""
+    return f"{s.source}{LANE_SEP}{s.partition}" if several else s.partition
 
 
 @dataclass(frozen=True)

@@ -102,9 +102,11 @@ def fold(
     if len(clock) > 1:
         msg = "every partition of a batch needs an arrival clock, or none"
         raise ValueError(msg)
-    has_clock, has_marker = clock.pop(), any(s.has_marker for s in summaries)
-    for strat in strategies.values():
-        strat.check_inputs(has_clock, has_marker)
+    has_clock = clock.pop()
+    for name, strat in strategies.items():  # each source's strategy against its own rows in the batch
+        mine = [s for s in summaries if s.source == name]
+        if mine:
+            strat.check_inputs(has_clock, any(s.has_marker for s in mine))
     need = gap_for(strategies)
     if need is not None and any(s.gap_us is None or s.gap_us > need for s in summaries):
         msg = f"a partition summary kept gaps coarser than the smallest idle_timeout ({need} µs)"
