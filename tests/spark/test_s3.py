@@ -73,3 +73,106 @@ def test_the_lock_on_s3_refuses_a_live_holder_takes_over_a_gone_one_and_needs_co
     assert str(refused.value).startswith(f"output.path: {plain} is on an object store where two runs could both")
     assert "no conditional create" in str(refused.value) and "\n" not in str(refused.value)
     assert not fs.exists(f"{plain}/{LOCK_NAME}")
+
+
+# --- A pipeline on S3: crashed and killed, refused while it runs, files read in name order -------------------
+
+FILES, ROWS_PER_FILE = 5, 500
+
+
+def _s3_pipeline(root, s3_server, prefix: str) -> str:  # noqa: ANN001
+    """``root``'s local pipeline (``test_crash.land_many``) moved to S3: its files uploaded in reverse name order
+    (modification times then run against the names), landing, output and checkpoint under ``prefix``."""
+    from tests.spark.test_cli import CONFIG
+
+    for f in sorted((root / "landing").iterdir(), reverse=True):
+        s3_server.put(f"{prefix}/landing/{f.name}", f.read_bytes())
+        assert s3_server.get(f"{prefix}/landing/{f.name}") == f.read_bytes()
+    text = CONFIG.format(fmt="jsonl").replace('path = "landing"', f'path = "{s3_server.url(prefix)}/landing"')
+    text = text.replace('path = "out"', f'path = "{s3_server.url(prefix)}/out"')
+    (root / "pipeline.toml").write_text(text + s3_server.toml())
+    return f"{s3_server.url(prefix)}/out"
+
+
+def _newest_step(fs: HadoopFS, out: str) -> int:
+    names = fs.list_names(f"{out}/_checkpoint/lowwater/state")
+    return max((int(n[9:21]) for n in names if n.startswith("manifest-")), default=-1)
+
+
+def _outputs(spark, fs: HadoopFS, out: str) -> dict:  # noqa: ANN001
+    got: dict = {}
+    for kind in ("results", "late", "metrics"):
+        df = spark.read.parquet(f"{out}/{kind}").toPandas()
+        df = df.drop(columns=[c for c in ("duration_s", "watermark_lag_s", "source_file") if c in df.columns])
+        got[kind] = sorted(map(tuple, df.astype(str).itertuples(index=False)))
+    got["summary"] = json.loads(fs.read_text(f"{out}/summary.json"))
+    return got
+
+
+def test_on_s3_killed_crashed_and_refused_a_run_equals_the_local_run(spark, s3_server, tmp_path, monkeypatch):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import numpy as np
+
+    from lowwater.config import load_config
+    from lowwater.spark.engine import Engine
+    from tests.spark.helpers import fast_jvm, run_cli_here
+    from tests.spark.test_crash import crash_here, land_many
+
+    local, remote = tmp_path / "local", tmp_path / "s3"
+    land_many(local, files=FILES, rows_per_file=ROWS_PER_FILE)
+    land_many(remote, files=FILES, rows_per_file=ROWS_PER_FILE)
+    t0 = time.monotonic()
+    Engine(load_config(local / "pipeline.toml"), spark).run(drain=True)
+    step_s = (time.monotonic() - t0) / (FILES + 1)
+    out = _s3_pipeline(remote, s3_server, "crash")
+    fs = HadoopFS(spark)
+
+    # 1. a crash after step 1's writes, before its delivery (in this process)
+    crash_here(spark, remote, "before_deliver", 1, monkeypatch)
+    # 2. a real process, killed -9 at a random moment after its first commit; meanwhile a second run refuses
+    env = fast_jvm({**os.environ, "PYSPARK_PYTHON": sys.executable})
+    proc = subprocess.Popen([sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", "--drain", "-q"],
+                            cwd=remote, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        start, deadline = _newest_step(fs, out), time.monotonic() + 240
+        while time.monotonic() < deadline and _newest_step(fs, out) <= start and proc.poll() is None:
+            time.sleep(0.1)
+        second = run_cli_here(["run", "pipeline.toml", "--once", "-q"], remote)
+        delay = float(np.random.default_rng().uniform(0.0, step_s))
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, ("finished before the kill", err.decode()[-2000:])
+    assert second.returncode == 2, second.stdout + second.stderr
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: output.path: {out} is in use by another lowwater run"), lines
+    assert f"host {socket.gethostname()}, pid {proc.pid}, since " in lines[0]
+    killed_at = _newest_step(fs, out)
+    assert 1 <= killed_at < FILES, killed_at
+    assert fs.exists(f"{out}/{LOCK_NAME}")  # left by the kill: the next run takes it over
+    # 3. a crash right after the next manifest commit, before Spark's commit log (the batch is replayed)
+    crash_here(spark, remote, "after_commit", killed_at + 1, monkeypatch)
+    # 4. a crash inside the drain, before its manifest commit
+    crash_here(spark, remote, "before_commit", FILES, monkeypatch)
+    last = run_cli_here(["run", "pipeline.toml", "--drain", "-q"], remote)
+    assert last.returncode == 0, last.stderr[-3000:]
+
+    a, b = _outputs(spark, HadoopFS(spark), str(local / "out")), _outputs(spark, fs, out)
+    for kind in ("results", "late", "metrics"):
+        assert b[kind] == a[kind], (kind, delay)
+    assert a["results"] and a["late"] and len(a["metrics"]) == FILES + 1
+    for k in ("rows", "on_time", "late_updates", "too_late", "dead_letter", "windows_fired", "revisions"):
+        assert b["summary"][k] == a["summary"][k], k
+    assert b["summary"]["balanced"] and b["summary"]["out_of_order_files"] == 0
+    assert not fs.exists(f"{out}/{LOCK_NAME}")
+    assert not [n for n in fs.list_names(f"{out}/_checkpoint/lowwater/state") if n.endswith(".tmp")]

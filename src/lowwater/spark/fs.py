@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-# Schemes whose rename is a copy plus a delete and whose objects appear whole when their writer closes them.
-OBJECT_STORES = frozenset({"s3a", "s3", "gs"})
+# Schemes whose rename is a copy plus a delete and whose objects appear whole when their writer closes them
+# (S3A; other stores keep Hadoop's create and rename, e.g. GCS's connector creates exclusively itself).
+OBJECT_STORES = frozenset({"s3a"})
 CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"  # PUT with If-None-Match: *
 CONDITIONAL_REPLACE = "fs.option.create.conditional.overwrite.etag"  # PUT with If-Match: <etag>
 
@@ -228,7 +229,7 @@ class HadoopFS:
                 if not self.create_new(probe, "1"):
                     reason = "a fresh probe object could not be created"
                 elif self.create_new(probe, "2"):
-                    reason = "the store accepted a second create of one object (it ignores If-None-Match)"
+                    reason = "the store accepted a second create of one object: it ignores If-None-Match"
             finally:
                 self.delete(probe)
         self._exclusive[key] = reason

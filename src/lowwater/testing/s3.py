@@ -62,13 +62,20 @@ class TestS3Server:
                 time.sleep(0.2)
 
     def _request(self, method: str, path: str, body: bytes | None = None) -> bytes:
-        req = urllib.request.Request(self.endpoint + path, data=body, method=method)
+        # urllib's default body type is a form, which moto's Flask would parse away
+        headers = {"Authorization": f"AWS {KEY}:unchecked"}  # an unsigned GET of a private object is refused
+        if body is not None:
+            headers["Content-Type"] = "application/octet-stream"
+        req = urllib.request.Request(self.endpoint + path, data=body, method=method, headers=headers)
         with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310 - our own server on 127.0.0.1
             return r.read()
 
     def put(self, key: str, body: bytes) -> None:
         """Upload one object (e.g. a landed file), as any S3 client would."""
         self._request("PUT", f"/{BUCKET}/{key}", body)
+
+    def get(self, key: str) -> bytes:
+        return self._request("GET", f"/{BUCKET}/{key}")
 
     def url(self, prefix: str) -> str:
         """``s3a://`` URL of ``prefix`` in the bucket."""
