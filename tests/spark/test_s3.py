@@ -77,7 +77,7 @@ def test_the_lock_on_s3_refuses_a_live_holder_takes_over_a_gone_one_and_needs_co
 
 # --- A pipeline on S3: crashed and killed, refused while it runs, files read in name order -------------------
 
-FILES, ROWS_PER_FILE = 5, 500
+FILES, ROWS_PER_FILE = 4, 300
 
 
 def _s3_pipeline(root, s3_server, prefix: str) -> str:  # noqa: ANN001
@@ -176,3 +176,40 @@ def test_on_s3_killed_crashed_and_refused_a_run_equals_the_local_run(spark, s3_s
     assert b["summary"]["balanced"] and b["summary"]["out_of_order_files"] == 0
     assert not fs.exists(f"{out}/{LOCK_NAME}")
     assert not [n for n in fs.list_names(f"{out}/_checkpoint/lowwater/state") if n.endswith(".tmp")]
+
+
+def test_reconcile_and_apply_twice_on_s3_outputs(spark, s3_server, tmp_path):
+    from tests.spark.helpers import run_cli_here
+    from tests.spark.test_reconcile import FILES as LOG
+    from tests.spark.test_reconcile import IN_FLIGHT, SUMS, _land, _toml
+
+    for i, rows in enumerate(LOG):
+        (tmp_path / "landing").mkdir(exist_ok=True)
+        _land(tmp_path / "landing", i, rows)
+    out = s3_server.url("reconcile/out")
+    text = _toml('type = "tumbling"\nsize = "10s"', aggregations=SUMS).replace('[output]\npath = "out"',
+                                                                               f'[output]\npath = "{out}"')
+    (tmp_path / "pipeline.toml").write_text(text + s3_server.toml())
+    run = run_cli_here(["run", "pipeline.toml", "--once", "-q"], tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    _land(tmp_path / "landing", 9, IN_FLIGHT)  # lands after the run: in flight
+
+    def results() -> list[tuple]:
+        df = spark.read.parquet(f"{out}/results").toPandas()
+        return sorted(map(tuple, df.astype(str).itertuples(index=False)))
+
+    first = run_cli_here(["reconcile", "pipeline.toml", "-q", "--apply", "--json", "s1.json"], tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    s = json.loads((tmp_path / "s1.json").read_text())
+    # The same answers as on local files (test_reconcile): two too-late rows worth 300, nothing unexplained.
+    assert s["unexplained"] == 0 and s["causes"]["too_late"]["rows"] == 2 and s["causes"]["too_late"]["total"] == 300
+    assert s["corrections"] > 0
+    once = results()
+    assert sum(1 for r in once if "correction" in r) == s["corrections"]
+    second = run_cli_here(["reconcile", "pipeline.toml", "-q", "--apply", "--json", "s2.json"], tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    again = json.loads((tmp_path / "s2.json").read_text())
+    assert again["corrections"] == 0 and again["unexplained"] == 0
+    assert results() == once  # twice == once, row for row
+    fs = HadoopFS(spark)
+    assert fs.list_names(f"{out}/reconcile") and not fs.exists(f"{out}/{LOCK_NAME}")
