@@ -38,7 +38,7 @@ from lowwater.core.tracker_state import DEFAULT_SOURCE
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.time import US_PER
 
-FORMATS = ("jsonl", "csv", "parquet", "kafka")
+FORMATS = ("jsonl", "csv", "parquet", "kafka", "delta")
 TIME_UNITS = ("s", "ms", "us")
 SOURCE_KEYS = frozenset({
     "format", "path", "partition", "offset", "arrival_time", "event_time", "time_unit", "max_files_per_batch",

@@ -70,7 +70,7 @@ def read_header(src: SourceConfig, saved: Path | None = None) -> Header | None:
     files = landing(Path(src.path))
     if not files:
         return None
-    reader = {"parquet": _parquet, "csv": _csv, "jsonl": _jsonl}[src.format]
+    reader = {"parquet": _parquet, "delta": _parquet, "csv": _csv, "jsonl": _jsonl}[src.format]
     header = reader(files)
     if header is None:
         return None

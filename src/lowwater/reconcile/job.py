@@ -72,6 +72,8 @@ def check_supported(cfg: PipelineConfig) -> None:
         raise ConfigError(msg)
     if cfg.source.format == "kafka":
         raise ConfigError("reconcile: a Kafka source has no log to recompute from (source.format = \"kafka\")")
+    if cfg.source.format == "delta":
+        raise ConfigError("reconcile: a Delta source is not supported yet (source.format = \"delta\")")
 
 
 def report_path(cfg: PipelineConfig) -> str:
