@@ -19,7 +19,7 @@ import os
 import uuid
 from urllib.parse import urlsplit
 
-from py4j.protocol import Py4JJavaError
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import SparkSession
 
 # Schemes whose rename is a copy plus a delete and whose objects appear whole when their writer closes them
@@ -173,8 +173,9 @@ class HadoopFS:
     def create_new(self, path: str, text: str) -> bool:
         """Create ``path`` holding ``text`` unless it exists (False then).
 
-        Hadoop's ``create(overwrite=false)``: atomic on HDFS; on object stores only
-        as atomic as the store's conditional create (see ``io/lock.py``).
+        Hadoop's ``create(overwrite=false)``: atomic on HDFS. On an object store a
+        conditional ``PUT`` (``If-None-Match: *``) whose losing writer gets 412;
+        :meth:`conditional_create` says whether the store honours it.
         """
         p, fs = self._path(path)
         if self.object_store(path):
@@ -230,6 +231,9 @@ class HadoopFS:
                     reason = "a fresh probe object could not be created"
                 elif self.create_new(probe, "2"):
                     reason = "the store accepted a second create of one object: it ignores If-None-Match"
+            except Py4JJavaError as e:  # e.g. 501 Not Implemented from a store without conditional writes
+                first = str(e.java_exception.toString()).splitlines()[0][:200]
+                reason = f"the store refused a conditional create: {first}"
             finally:
                 self.delete(probe)
         self._exclusive[key] = reason
@@ -239,13 +243,8 @@ class HadoopFS:
         """The object's version tag (object stores), None when absent or unknown."""
         p, fs = self._path(path)
         try:
-            st = fs.getFileStatus(p)
-        except Py4JJavaError:
-            return None
-        get = getattr(st, "getEtag", None)
-        try:
-            tag = get() if get is not None else None
-        except Py4JJavaError:
+            tag = fs.getFileStatus(p).getEtag()  # S3AFileStatus is an EtagSource
+        except Py4JError:  # absent, or a file system without etags
             return None
         return str(tag) if tag else None
 
