@@ -138,10 +138,13 @@ def test_on_s3_killed_crashed_and_refused_a_run_equals_the_local_run(spark, s3_s
                             cwd=remote, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
-        start, deadline = _newest_step(fs, out), time.monotonic() + 240
-        while time.monotonic() < deadline and _newest_step(fs, out) <= start and proc.poll() is None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None and f'"pid": {proc.pid},' not in (
+                fs.read_text(f"{out}/{LOCK_NAME}") if fs.exists(f"{out}/{LOCK_NAME}") else ""):
             time.sleep(0.1)
-        second = run_cli_here(["run", "pipeline.toml", "--once", "-q"], remote)
+        second = run_cli_here(["run", "pipeline.toml", "--once", "-q"], remote)  # while the first one holds it
+        while time.monotonic() < deadline and _newest_step(fs, out) < 0 and proc.poll() is None:
+            time.sleep(0.1)
         delay = float(np.random.default_rng().uniform(0.0, step_s))
         time.sleep(delay)
         os.killpg(proc.pid, signal.SIGKILL)
@@ -156,9 +159,10 @@ def test_on_s3_killed_crashed_and_refused_a_run_equals_the_local_run(spark, s3_s
     assert lines[0].startswith(f"error: output.path: {out} is in use by another lowwater run"), lines
     assert f"host {socket.gethostname()}, pid {proc.pid}, since " in lines[0]
     killed_at = _newest_step(fs, out)
-    assert 0 <= killed_at < FILES - 1, killed_at  # 2. needs a step after it
+    assert 0 <= killed_at < FILES, killed_at  # the drain (step FILES) did not commit
     assert fs.exists(f"{out}/{LOCK_NAME}")  # left by the kill: the next run takes it over
-    # 2. a crash right after the next manifest commit, before Spark's commit log (the batch is replayed)
+    # 2. a crash right after the next manifest commit, before Spark's commit log (the batch is replayed; at the
+    #    drain when the kill came after the last file's step)
     crash_here(spark, remote, "after_commit", killed_at + 1, monkeypatch)
     # 3. a crash inside the drain, after its writes, before its manifest commit
     crash_here(spark, remote, "before_commit", FILES, monkeypatch)
