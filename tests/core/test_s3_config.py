@@ -36,3 +36,21 @@ def _raw() -> dict:
         "window": {"type": "tumbling", "size": "10s", "aggregations": {"n": "count(t)"}},
         "output": {"path": "out"},
     }
+
+
+def test_without_the_connector_an_s3a_pipeline_stops_in_one_line(tmp_path, monkeypatch):
+    from lowwater.io.s3 import s3_session
+
+    monkeypatch.setenv("LOWWATER_S3_JARS", str(tmp_path))
+    cfg = parse_config({**_raw(), "output": {"path": "s3a://bucket/out"}}, base_dir=".")
+    with pytest.raises(ConfigError, match="^output.path: s3a:// paths need Hadoop's S3A connector, not found in ") as e:
+        s3_session(cfg)
+    assert "scripts/bootstrap.sh" in str(e.value) and "\n" not in str(e.value)
+    own = {**_raw(), "output": {"path": "s3a://bucket/out"},
+           "spark": {"conf": {"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.5.0"}}}
+    assert s3_session(parse_config(own, base_dir=".")) == ([], {})  # the user's own connector wins
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "from-env")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-env")
+    keyed = parse_config({**_raw(), "spark": {"s3": {"access_key": "file", "secret_key": "file-secret"}}}, base_dir=".")
+    assert keyed.spark.s3.hadoop_conf()["fs.s3a.access.key"] == "from-env"  # the environment wins
+    assert "secret" not in repr(keyed.spark.s3)
