@@ -70,3 +70,19 @@ def test_a_log_whose_first_commits_were_cleaned_up_is_refused_and_a_missing_comm
         new_files(Log({5: actions(add("a")), 6: actions(add("b"))}), "/t", -1, "source.path")
     # Resuming after version 5 needs only what follows; a gap (6 not visible yet) stops before it.
     assert new_files(Log({5: actions(add("a")), 7: actions(add("c"))}), "/t", 5, "source.path") == []
+
+
+def test_reconcile_and_whatif_refuse_a_delta_source_in_one_line():
+    from lowwater.advisor.replay_log import arrival_sorted
+    from lowwater.config import ConfigError, parse_config
+    from lowwater.reconcile.job import check_supported
+
+    cfg = parse_config({
+        "source": {"format": "delta", "path": "orders", "event_time": "t", "schema": "t DOUBLE"},
+        "window": {"type": "tumbling", "size": "10s", "aggregations": {"n": "count(t)"}},
+        "output": {"path": "out"},
+    }, base_dir=".")
+    with pytest.raises(ConfigError, match='^reconcile: a Delta source is not supported yet'):
+        check_supported(cfg)
+    with pytest.raises(ConfigError, match='^whatif: a Delta source is not supported yet'):
+        arrival_sorted(None, cfg)  # refused before any Spark call
