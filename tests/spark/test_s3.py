@@ -109,6 +109,7 @@ def _outputs(spark, fs: HadoopFS, out: str) -> dict:  # noqa: ANN001
     return got
 
 
+@pytest.mark.slow
 def test_on_s3_killed_crashed_and_refused_a_run_equals_the_local_run(spark, s3_server, tmp_path, monkeypatch):
     import os
     import signal
