@@ -118,4 +118,3 @@ class DeltaFileLog(FileLog):
 
     def path(self, name: str) -> str:
         return f"{self.source}/{split_name(name)[1]}"
-

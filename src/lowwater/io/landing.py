@@ -211,7 +211,8 @@ def _in_commit_order(rows: DataFrame, table: str, names: list[str]) -> DataFrame
     order (``io/delta_log.order_key``); data file names are unique in a table, so the last path segment finds it."""
     keys = F.create_map(*[x for n in names for x in (F.lit(split_name(n)[1].rsplit("/", 1)[-1]),
                                                        F.lit(order_key(table, n)))])
-    return rows.withColumn("_file", F.element_at(keys, F.element_at(F.split(F.col("_file"), "/"), -1)))
+    name = F.url_decode(F.element_at(F.split(F.col("_file"), "/"), -1))  # Spark's file_path is a URL
+    return rows.withColumn("_file", F.element_at(keys, name))
 
 
 def check_resumable(fs: HadoopFS, spark_checkpoint: str, cfg: PipelineConfig) -> None:
