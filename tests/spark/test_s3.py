@@ -77,7 +77,7 @@ def test_the_lock_on_s3_refuses_a_live_holder_takes_over_a_gone_one_and_needs_co
 
 # --- A pipeline on S3: crashed and killed, refused while it runs, files read in name order -------------------
 
-FILES, ROWS_PER_FILE = 4, 300
+FILES, ROWS_PER_FILE = 3, 200
 
 
 def _s3_pipeline(root, s3_server, prefix: str) -> str:  # noqa: ANN001
