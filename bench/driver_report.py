@@ -107,9 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-record", action="store_true", help="do not append to bench/results/driver_report.jsonl")
     args = ap.parse_args(argv)
 
-    from lowwater.spark.session import get_spark
-
     from lowwater.config import SparkConfig
+    from lowwater.runtime.session import get_spark
 
     spark = get_spark(SparkConfig(master=args.master, app_name="lowwater-driver-report", shuffle_partitions=4,
                                   conf={"spark.driver.memory": "8g", "spark.ui.enabled": "true"}))

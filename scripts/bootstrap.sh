@@ -60,8 +60,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 
 # Spark's Kafka connector (on spark.jars when a Kafka source is configured), Delta Lake's jars
-# (on spark.jars when [output] kind = "delta") and a
-# Kafka broker for the tests, fetched with Maven from jars/pom.xml into .jars/.
+# (on spark.jars when [output] kind = "delta"), Hadoop's S3A connector (on spark.jars when a path
+# is s3a://) and a Kafka broker for the tests, fetched with Maven from jars/pom.xml into .jars/.
 jars_stamp=.jars/.fetched
 if [ ! -f "$jars_stamp" ] || [ jars/pom.xml -nt "$jars_stamp" ]; then
   if ! command -v mvn >/dev/null 2>&1; then
@@ -69,12 +69,12 @@ if [ ! -f "$jars_stamp" ] || [ jars/pom.xml -nt "$jars_stamp" ]; then
       echo "Maven not found: installing maven" >&2
       apt-get update -qq && apt-get install -y -qq maven >/dev/null
     else
-      echo "error: fetching the Kafka and Delta jars needs Maven on PATH (e.g. apt-get install maven)" >&2
+      echo "error: fetching the Kafka, Delta and S3A jars needs Maven on PATH (e.g. apt-get install maven)" >&2
       exit 2
     fi
   fi
   rm -rf .jars && mkdir -p .jars
-  for profile in connector broker delta; do  # mvn -q still prints colour codes: keep its output for a failure
+  for profile in connector broker delta s3; do  # mvn -q still prints colour codes: keep its output for a failure
     if ! mvn -q -B -f jars/pom.xml -P "$profile" dependency:copy-dependencies \
         -Djars.dir="$PWD/.jars/$profile" >.jars/mvn.log 2>&1; then
       echo "error: fetching the jars ($profile, jars/pom.xml) failed:" >&2

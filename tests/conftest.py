@@ -1,4 +1,5 @@
-"""Shared fixtures: one local SparkSession and (started on first use) one Kafka broker for the whole test session."""
+"""Shared fixtures: one local SparkSession and (started on first use) one Kafka broker and one S3-compatible
+server for the whole test session."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from lowwater.config import SparkConfig
     from lowwater.io.kafka import connector_jars
+    from lowwater.io.s3 import s3_jars
     from lowwater.runtime.session import get_spark
 
     session = get_spark(
@@ -23,7 +25,7 @@ def spark():
             shuffle_partitions=2,
             conf={"spark.ui.enabled": "false", "spark.sql.adaptive.coalescePartitions.enabled": "true"},
         ),
-        jars=connector_jars(),  # Spark's Kafka connector, so the Kafka tests share this session
+        jars=connector_jars() + s3_jars(),  # Spark's Kafka and S3A connectors: the Kafka and S3 tests share it
     )
     yield session
     session.stop()
@@ -68,4 +70,27 @@ def kafka_broker():
         yield broker
     finally:
         broker.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def s3_server(spark):
+    """moto's S3 server on a free 127.0.0.1 port with one bucket, and the shared session set to reach it (FAILS,
+    never skips, if moto is missing)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from lowwater.testing.s3 import TestS3Server
+
+    root = Path(tempfile.mkdtemp(prefix="lowwater-s3-"))
+    server = TestS3Server(root / "moto.log")
+    try:
+        server.start()
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        for k, v in server.hadoop_conf().items():
+            conf.set(k, v)
+        yield server
+    finally:
+        server.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -72,11 +72,18 @@ def _key_hash(cfg: PipelineConfig) -> Column:
     return F.xxhash64(*keys) if keys else F.lit(0).cast("long")
 
 
+def _readable(cfg: PipelineConfig) -> None:
+    """A Delta source's log order is its commits' (``io/delta_log.py``), which a whole-directory read loses."""
+    if any(s.format == "delta" for s in cfg.sources):
+        raise ConfigError('whatif: a Delta source is not supported yet (source.format = "delta")')
+
+
 def arrival_sorted(spark: SparkSession, cfg: PipelineConfig, marker: str | None = None) -> DataFrame:
     """The compact projection of a single ``[source]``'s log, globally sorted in arrival order.
 
     ``marker``: the boolean column of punctuated strategies' marker rows (``_marker``).
     """
+    _readable(cfg)
     for k, v in PARSE_CONF.items():
         spark.conf.set(k, v)
     schema = resolve_schema(spark, cfg, None)
@@ -109,6 +116,7 @@ def union_sorted(
     across sources whatever its micro-batches, so only ``peak_open_windows``
     depends on the cut. A single ``[[source]]`` table is cut as ``run --once`` cuts it.
     """
+    _readable(cfg)
     for k, v in PARSE_CONF.items():
         spark.conf.set(k, v)
     schemas = {s.name: resolve_source_schema(spark, cfg, s, None) for s in cfg.sources}

@@ -68,8 +68,11 @@ def reconcile(
 
             held = hold(cfg)  # no run may write the outputs meanwhile; a running one makes this refuse (one line)
         from lowwater.io.delta import delta_session
+        from lowwater.io.s3 import s3_session
 
         jars, conf = delta_session(cfg) if apply else ([], {})  # --apply writes the Delta tables too
+        s3_jars, s3_conf = s3_session(cfg)  # s3a:// outputs: Hadoop's S3A connector and [spark.s3]
+        jars, conf = jars + s3_jars, {**conf, **s3_conf}
     except ConfigError as e:
         raise _fail(str(e)) from None
     from lowwater.runtime.session import get_spark
@@ -83,6 +86,9 @@ def reconcile(
     from lowwater.reconcile.job import report_path
 
     try:
+        from lowwater.io.s3 import configure
+
+        configure(spark, cfg)  # [spark.s3] on a session that was already running too
         if held is not None:
             from lowwater.io.lock import hold
             from lowwater.runtime.fs import HadoopFS

@@ -176,9 +176,11 @@ def _run(
         _wait_for_files(cfg, once)
         from lowwater.io.delta import delta_session
         from lowwater.io.kafka import jars_for
+        from lowwater.io.s3 import s3_session
 
         delta_jars, delta_conf = delta_session(cfg)  # Delta Lake's jars and extension for kind = "delta"
-        jars = jars_for(cfg) + delta_jars  # Spark's Kafka connector when a source is a topic
+        s3_jars, s3_conf = s3_session(cfg)  # Hadoop's S3A connector and [spark.s3] for s3a:// paths
+        jars = jars_for(cfg) + delta_jars + s3_jars  # Spark's Kafka connector when a source is a topic
     except ConfigError as e:
         raise _fail(str(e)) from None
     from lowwater.observe.hub import Observers
@@ -187,7 +189,7 @@ def _run(
     from lowwater.spark.engine import Engine
 
     try:
-        spark = get_spark(cfg.spark, quiet=quiet, jars=jars, conf=delta_conf)
+        spark = get_spark(cfg.spark, quiet=quiet, jars=jars, conf={**delta_conf, **s3_conf})
     except _Interrupted:
         raise
     except Exception as e:  # noqa: BLE001 - Spark start-up errors come in many types
@@ -195,6 +197,9 @@ def _run(
     signals.install()
     signals.spark_up = True
     try:
+        from lowwater.io.s3 import configure
+
+        configure(spark, cfg)  # [spark.s3] on a session that was already running too
         engine = Engine(cfg, spark, after_drain=after_drain, observers=Observers(cfg))
         signals.engine = engine
         if signals.signum is not None:

@@ -1,17 +1,52 @@
-"""``[trigger]``, ``[late]`` and ``[spark]``: when steps run, what happens to late rows, Spark's settings."""
+"""``[trigger]``, ``[late]`` and ``[spark]``: when steps run, what happens to late rows, Spark's settings.
+
+``[spark.s3]`` says where ``s3a://`` paths live (an S3-compatible endpoint, path-style
+addressing, credentials); ``io/s3.py`` turns it into Hadoop's ``fs.s3a.*`` settings.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowwater.config.errors import ConfigError, duration, text
+from lowwater.config.errors import ConfigError, check_keys, duration, text
 from lowwater.core.lateness import LatePolicy
 from lowwater.core.triggers import EarlyTrigger
 
 TRIGGER_KEYS = frozenset({"early", "interval"})
 LATE_KEYS = frozenset({"policy"})
-SPARK_KEYS = frozenset({"master", "app_name", "conf", "shuffle_partitions"})
+SPARK_KEYS = frozenset({"master", "app_name", "conf", "shuffle_partitions", "s3"})
+S3_KEYS = frozenset({"endpoint", "region", "path_style_access", "access_key", "secret_key"})
+# The environment wins over the file, so a secret need not live in the TOML (S3A reads the same two).
+S3_KEY_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+@dataclass(frozen=True)
+class S3Config:
+    """``[spark.s3]``: the store behind ``s3a://`` paths (unset: AWS S3 and S3A's own credential chain)."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    path_style_access: bool | None = None
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+
+    def hadoop_conf(self) -> dict[str, str]:
+        """The ``fs.s3a.*`` settings this table stands for (credentials only when both are given)."""
+        out: dict[str, str] = {}
+        if self.endpoint is not None:
+            out["fs.s3a.endpoint"] = self.endpoint
+            if self.endpoint.startswith("http://"):
+                out["fs.s3a.connection.ssl.enabled"] = "false"
+        if self.region is not None:
+            out["fs.s3a.endpoint.region"] = self.region
+        if self.path_style_access is not None:
+            out["fs.s3a.path.style.access"] = str(self.path_style_access).lower()
+        if self.access_key and self.secret_key:
+            out["fs.s3a.access.key"] = self.access_key
+            out["fs.s3a.secret.key"] = self.secret_key
+        return out
 
 
 @dataclass(frozen=True)
@@ -20,6 +55,7 @@ class SparkConfig:
     app_name: str = "lowwater"
     conf: dict[str, str] = field(default_factory=dict)
     shuffle_partitions: int = 4
+    s3: S3Config = S3Config()
 
 
 def parse_trigger(trig: dict[str, Any]) -> tuple[EarlyTrigger | None, int | None]:
@@ -62,6 +98,29 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def parse_s3(raw: Any) -> S3Config:  # noqa: ANN401 - a TOML value
+    """``[spark.s3]``: each key a string but ``path_style_access`` (a boolean)."""
+    if not isinstance(raw, dict):
+        msg = "spark.s3: expected a table (endpoint, region, path_style_access, access_key, secret_key)"
+        raise ConfigError(msg)
+    check_keys("spark.s3", raw, S3_KEYS)
+    style = raw.get("path_style_access")
+    if style is not None and not isinstance(style, bool):
+        msg = f"spark.s3.path_style_access: expected true or false, got {style!r}"
+        raise ConfigError(msg)
+    strings = {k: text("spark.s3", k, raw[k]) for k in ("endpoint", "region", "access_key", "secret_key") if k in raw}
+    endpoint = strings.get("endpoint")
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        msg = f"spark.s3.endpoint: expected an http:// or https:// URL, got {endpoint!r}"
+        raise ConfigError(msg)
+    key = os.environ.get(S3_KEY_ENV[0]) or strings.get("access_key")
+    secret = os.environ.get(S3_KEY_ENV[1]) or strings.get("secret_key")
+    if bool(key) != bool(secret):
+        msg = "spark.s3: access_key and secret_key go together (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+        raise ConfigError(msg)
+    return S3Config(endpoint, strings.get("region"), style, key, secret)
+
+
 def parse_spark(sp: dict[str, Any]) -> SparkConfig:
     """``[spark]`` and ``[spark.conf]`` (only ``spark.*`` settings)."""
     conf = sp.get("conf", {})
@@ -74,6 +133,7 @@ def parse_spark(sp: dict[str, Any]) -> SparkConfig:
             msg = f"spark.conf.{k}: only spark.* settings are allowed"
             raise ConfigError(msg)
     return SparkConfig(
+        s3=parse_s3(sp.get("s3", {})),
         master=text("spark", "master", sp.get("master", "local[*]")),
         app_name=text("spark", "app_name", sp.get("app_name", "lowwater")),
         conf={str(k): str(v) for k, v in conf.items()},

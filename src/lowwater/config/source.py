@@ -39,7 +39,7 @@ from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.time import US_PER
 
 # source.format: the built-in kinds; io/source.register_source_kind adds one (read with the file keys).
-FORMATS = ["jsonl", "csv", "parquet", "kafka", "dataframe"]
+FORMATS = ["jsonl", "csv", "parquet", "kafka", "delta", "dataframe"]
 # format = "dataframe": the rows come from a streaming DataFrame handed in from Python (lowwater/api/):
 # no path, no schema (the DataFrame has both); ``lowwater run`` refuses it in one line.
 DATAFRAME = "dataframe"

@@ -27,6 +27,7 @@ import re
 import threading
 from dataclasses import dataclass
 
+from lowwater.io.delta_log import new_files, split_name
 from lowwater.runtime.fs import HadoopFS
 
 _SEGMENT = re.compile(r"^(\d{12})\.json$")
@@ -78,10 +79,14 @@ class FileLog:
         """Where a logged file is (``source.path`` + its name)."""
         return f"{self.source}/{name}"
 
+    def _listing(self) -> list[str]:
+        """The landing zone's files now, sorted by name."""
+        return self.fs.list_files(self.source)
+
     def refresh(self) -> list[LoggedFile]:
         """List the landing directory and append the files not seen before (durably); returns them."""
         with self._lock:
-            new = [n for n in self.fs.list_files(self.source) if n not in self._names]
+            new = [n for n in self._listing() if n not in self._names]
             if not new:
                 return []
             last = self._last
@@ -92,3 +97,24 @@ class FileLog:
             self._names.update(new)
             self._last = max(new[-1], last) if last is not None else new[-1]
         return added
+
+
+class DeltaFileLog(FileLog):
+    """The file log of a Delta table (``format = "delta"``): files of new commits, in commit order.
+
+    Logged names are ``@<version>/<file>`` (``io/delta_log.py``), which sort in
+    commit order, so the file log's name order is the table's arrival order
+    and no file is ever out of order.
+    """
+
+    def __init__(self, fs: HadoopFS, source: str, directory: str, where: str) -> None:
+        super().__init__(fs, source, directory)
+        self.where = where
+
+    def _listing(self) -> list[str]:
+        """The files of the commits after the last one logged (commits adding none are read again: small)."""
+        after = split_name(self._last)[0] if self._last is not None else -1
+        return new_files(self.fs, self.source, after, self.where)
+
+    def path(self, name: str) -> str:
+        return f"{self.source}/{split_name(name)[1]}"

@@ -51,11 +51,11 @@ PARSE_CONF = {
     # "Skipped missing file: <path>") instead of failing the run.
     "spark.sql.files.ignoreMissingFiles": "true",
 }
-_READER = {"jsonl": "json", "csv": "csv", "parquet": "parquet"}
+_READER = {"jsonl": "json", "csv": "csv", "parquet": "parquet", "delta": "parquet"}  # delta: its data files
 
 
 def _reader_options(src: SourceConfig) -> dict[str, str]:
-    if src.format == "parquet":
+    if src.format in ("parquet", "delta"):
         return {}
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     if src.zone != "UTC":  # text read as a timestamp column without an offset is a wall-clock time there
@@ -276,7 +276,7 @@ def _load(reader, src: SourceConfig, schema: StructType, path: str | list[str] |
     dead-letter verdict the same on the driver and on the executors.
     """
     full = schema
-    if src.format != "parquet":
+    if src.format not in ("parquet", "delta"):
         full = StructType(schema.fields + [StructField(CORRUPT, StringType(), True)])
     if isinstance(path, list):  # files of the landing zone: its `k=v` directories stay partition columns
         reader = reader.option("basePath", src.path)
@@ -340,7 +340,7 @@ def read_batch(
 def empty_batch(spark: SparkSession, src: SourceConfig, schema: StructType) -> DataFrame:
     """No rows, with the columns :func:`read_batch` gives (a micro-batch whose files all vanished)."""
     fields = list(schema.fields)
-    if src.format != "parquet":
+    if src.format not in ("parquet", "delta"):
         fields.append(StructField(CORRUPT, StringType(), True))
     fields += [StructField("_file", StringType(), True), StructField("_block", LongType(), True)]
     return spark.createDataFrame([], StructType(fields))

@@ -70,7 +70,7 @@ def read_header(src: SourceConfig, saved: Path | None = None) -> Header | None:
     files = landing(Path(src.path))
     if not files:
         return None
-    reader = {"parquet": _parquet, "csv": _csv, "jsonl": _jsonl}.get(src.format)
+    reader = {"parquet": _parquet, "delta": _parquet, "csv": _csv, "jsonl": _jsonl}.get(src.format)
     if reader is None:  # a registered source kind (io/source.py): its columns are known once Spark runs
         return None
     header = reader(files)

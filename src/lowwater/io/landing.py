@@ -33,6 +33,7 @@ from pathlib import Path
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -45,7 +46,8 @@ from pyspark.sql.types import StructType
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
 from lowwater.config.source import DATAFRAME
 from lowwater.io.checkpoint import start_fresh
-from lowwater.io.filelog import FileLog
+from lowwater.io.delta_log import order_key, split_name
+from lowwater.io.filelog import DeltaFileLog, FileLog
 from lowwater.io.files import empty_batch, read_batch
 from lowwater.io.source import Admitted
 from lowwater.runtime.fs import HadoopFS
@@ -126,7 +128,10 @@ class LandingSource:
         self.src = src
         self.schema = schema
         self.fs = HadoopFS(spark)
-        self.log = FileLog(self.fs, src.path, f"{state_dir.rstrip('/')}/files")
+        files = f"{state_dir.rstrip('/')}/files"
+        self.delta = src.format == "delta"  # a Delta table: its commits in order (io/delta_log.py)
+        self.log = DeltaFileLog(self.fs, src.path, files, src.key("path")) if self.delta else FileLog(
+            self.fs, src.path, files)
         self._tmp = Path(tempfile.mkdtemp(prefix="lowwater-files-"))
         self._counter = self._tmp / "files.json"
 
@@ -157,6 +162,8 @@ class LandingSource:
         files = self.log.files(positions[0], positions[-1] + 1)
         out_of_order = [f.name for f in files if f.out_of_order]
         rows = self._read([f.name for f in files])
+        if self.delta:
+            rows = _in_commit_order(rows, self.src.path, [f.name for f in files])
         n_ooo = self._read(out_of_order).count() if out_of_order else 0
         return Admitted(rows, tuple(f.name for f in files), tuple(out_of_order), n_ooo)
 
@@ -198,6 +205,15 @@ class LandingSource:
             if thread is not None:
                 thread.join()
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _in_commit_order(rows: DataFrame, table: str, names: list[str]) -> DataFrame:
+    """A Delta source's rows with ``_file`` = their file's logged name under the table, which sorts in commit
+    order (``io/delta_log.order_key``); data file names are unique in a table, so the last path segment finds it."""
+    keys = F.create_map(*[x for n in names for x in (F.lit(split_name(n)[1].rsplit("/", 1)[-1]),
+                                                       F.lit(order_key(table, n)))])
+    name = F.url_decode(F.element_at(F.split(F.col("_file"), "/"), -1))  # Spark's file_path is a URL
+    return rows.withColumn("_file", F.element_at(keys, name))
 
 
 def check_resumable(fs: HadoopFS, spark_checkpoint: str, cfg: PipelineConfig) -> None:

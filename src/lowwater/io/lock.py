@@ -13,8 +13,10 @@ The protocol:
    start time, since, a random token) is written to a private file and
    hard-linked to the lock path (``link`` fails if the path exists, and the
    content is complete the moment the name appears). Other schemes go through
-   Hadoop's ``create(overwrite=false)`` (atomic on HDFS; on object stores
-   such as S3 it is only as atomic as the store's conditional create).
+   Hadoop's ``create(overwrite=false)`` (atomic on HDFS). On an object store
+   (``s3a://``) it is a conditional ``PUT`` (``If-None-Match: *``) that a
+   second writer loses; a client or store without one is refused in one line
+   before anything is written (``HadoopFS.conditional_create``, ADR 0029).
 2. **Is the holder alive?** On the same host: its pid exists and still has
    the start time recorded in the lock (Linux ``/proc/<pid>/stat``; guards
    against pid reuse). On another host: a heartbeat -- the holder rewrites
@@ -25,8 +27,10 @@ The protocol:
 3. **Take over a stale lock** (the holder is gone): log one line naming it,
    delete it (after re-reading that it is still the same token) and create
    ours. Locally the whole check-and-take is serialised by ``flock`` on the
-   directory, so two runs cannot both take over; through Hadoop a narrow race
-   remains (two runs taking over the same stale lock within milliseconds).
+   directory, so two runs cannot both take over; on an object store the
+   stale lock is replaced with ``If-Match: <its etag>``, which only one run
+   wins; through other Hadoop file systems a narrow race remains (two runs
+   taking over the same stale lock within milliseconds).
 4. **Release** deletes the lock and its beat if they are still ours: when
    :meth:`PipelineLock.release` is called (the engine does at the end of a
    run, also on errors and Ctrl-C), and at interpreter exit. A ``SIGKILL``
@@ -40,8 +44,6 @@ through Hadoop's FileSystem for any scheme).
 from __future__ import annotations
 
 import atexit
-import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -51,10 +53,9 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Protocol
-from urllib.parse import urlsplit
 
 from lowwater.config import ConfigError, PipelineConfig
+from lowwater.io.lock_files import LockFiles, RemoteFiles, local_os_path
 
 log = logging.getLogger("lowwater")
 
@@ -65,17 +66,6 @@ STALE_AFTER_S = 60.0
 
 class OutputLockedError(ConfigError):
     """Another live run holds the output path (reported like a configuration error: one line, exit 2)."""
-
-
-class RemoteFiles(Protocol):
-    """What the lock needs from :class:`lowwater.runtime.fs.HadoopFS` for non-local paths."""
-
-    def local_path(self, path: str) -> str | None: ...
-    def create_new(self, path: str, text: str) -> bool: ...
-    def read_text(self, path: str) -> str: ...
-    def write_text_atomic(self, path: str, text: str) -> None: ...
-    def exists(self, path: str) -> bool: ...
-    def delete(self, path: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -124,82 +114,6 @@ def _since_s(since: str) -> float:
         return 0.0
 
 
-class _Files:
-    """Lock-file operations: the OS for local paths, Hadoop's FileSystem otherwise."""
-
-    def __init__(self, path: str, remote: RemoteFiles | None) -> None:
-        self.remote = remote
-        self.local = _local(path) if remote is None else remote.local_path(path)
-
-    def create_new(self, path: str, text: str) -> bool:
-        if self.local is None:
-            assert self.remote is not None
-            return self.remote.create_new(path, text)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        try:
-            os.link(tmp, path)  # atomic, fails if the lock exists, complete when visible
-            return True
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(tmp)
-
-    def read(self, path: str) -> str | None:
-        if self.local is None:
-            assert self.remote is not None
-            if not self.remote.exists(path):
-                return None
-            try:
-                return self.remote.read_text(path)
-            except Exception:  # noqa: BLE001 - deleted between the two calls
-                return None
-        try:
-            with open(path) as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-
-    def write(self, path: str, text: str) -> None:
-        if self.local is None:
-            assert self.remote is not None
-            self.remote.write_text_atomic(path, text)
-            return
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-
-    def delete(self, path: str) -> None:
-        if self.local is None:
-            assert self.remote is not None
-            self.remote.delete(path)
-            return
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-
-    @contextlib.contextmanager
-    def serialised(self, directory: str):  # noqa: ANN201
-        """Local paths: one check-and-take at a time on this directory (``flock``)."""
-        if self.local is None:
-            yield
-            return
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # releases the flock
-
-
-def _local(path: str) -> str | None:
-    """The OS path of a plain or ``file:`` path (None for other schemes)."""
-    parts = urlsplit(path)
-    if parts.scheme == "file" and parts.netloc in ("", "localhost"):
-        return parts.path
-    return None if parts.scheme else path
-
 
 def _parse(text: str | None) -> Holder | None:
     if not text:
@@ -231,7 +145,7 @@ def gone_reason(holder: Holder, beat_at: float | None, now: float | None = None)
 class _Held:
     """A lock this process holds: the file, our token, how many holds are open."""
 
-    def __init__(self, path: str, files: _Files, holder: Holder) -> None:
+    def __init__(self, path: str, files: LockFiles, holder: Holder) -> None:
         self.path = path
         self.files = files
         self.holder = holder
@@ -275,7 +189,7 @@ def beat() -> None:
 
 def _acquire(directory: str, remote: RemoteFiles | None, label: str = "output.path") -> str:
     """Take (or re-enter) the lock of ``directory``; returns its key (the lock file's path)."""
-    files = _Files(f"{directory.rstrip('/')}/{LOCK_NAME}", remote)
+    files = LockFiles(f"{directory.rstrip('/')}/{LOCK_NAME}", remote)
     path = files.local or f"{directory.rstrip('/')}/{LOCK_NAME}"
     with _MUTEX:
         held = _HELD.get(path)
@@ -292,6 +206,10 @@ def _acquire(directory: str, remote: RemoteFiles | None, label: str = "output.pa
         return path
     if files.local is not None:
         os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
+    elif remote is not None and (why := remote.conditional_create(path)) is not None:
+        msg = (f"{label}: {directory} is on an object store where two runs could both take the lock ({why}); "
+               "use a store with conditional writes (If-None-Match), or a file system path")
+        raise OutputLockedError(msg)
     me = Holder.me()
     text = json.dumps(asdict(me))
     with files.serialised(os.path.dirname(path) or "/"):
@@ -313,6 +231,10 @@ def _acquire(directory: str, remote: RemoteFiles | None, label: str = "output.pa
                        f"wait for it to end or stop it (lock file {path})")
                 raise OutputLockedError(msg)
             log.warning("%s: taking over the lock of a run that is gone (%s): %s", path, holder.describe(), reason)
+            if files.swappable(path):
+                if files.swap(path, raw, text):
+                    break
+                continue  # another run took it first: judge the new holder
             if files.read(path) == raw:  # still the lock we judged
                 files.delete(f"{path}.beat")
                 files.delete(path)
@@ -411,7 +333,7 @@ def hold(cfg: PipelineConfig, remote: RemoteFiles | None = None) -> PipelineLock
     keys: list[str] = []
     try:
         for i, d in enumerate(lock_dirs(cfg)):
-            if remote is None and _local(d) is None:
+            if remote is None and local_os_path(d) is None:
                 continue  # another scheme: the engine locks it through Hadoop's FileSystem
             keys.append(_acquire(d, remote, "output.path" if i == 0 else "output.checkpoint"))
     except BaseException:

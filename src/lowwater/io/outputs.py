@@ -93,7 +93,8 @@ class ParquetOutputs:
         target = self.path(kind, step)
         local = self.fs.local_path(target)
         if local is None:
-            self.write(kind, step, self.spark.createDataFrame(table.to_pylist(), spark_schema))
+            rows = table.to_pylist(maps_as_pydicts="strict")  # a map as a dict: Spark refuses Arrow's (k, v) list
+            self.write(kind, step, self.spark.createDataFrame(rows, spark_schema))
             return
         d = Path(local)
         if d.exists():

@@ -74,6 +74,8 @@ def check_supported(cfg: PipelineConfig) -> None:
         raise ConfigError("reconcile: a Kafka source has no log to recompute from (source.format = \"kafka\")")
     if cfg.source.format == "dataframe":  # the Python API's DataFrame: lowwater kept no log of its rows
         raise ConfigError("reconcile: a DataFrame source has no log to recompute from (source.format = \"dataframe\")")
+    if cfg.source.format == "delta":
+        raise ConfigError("reconcile: a Delta source is not supported yet (source.format = \"delta\")")
 
 
 def report_path(cfg: PipelineConfig) -> str:

@@ -3,14 +3,30 @@
 State manifests and the summary live next to the checkpoint, which on a cluster
 is shared storage (HDFS, S3, a mounted volume): going through the JVM's
 Hadoop FileSystem makes the same code work for every scheme Spark can write.
+
+On an object store (``s3a://``, :data:`OBJECT_STORES`) a rename is a copy and
+a delete, and ``create(overwrite=false)`` is a check, then a write: so there a
+"published atomically" text file is one ``PUT`` at ``close`` (the object
+appears whole or not at all, and is never renamed), and an exclusive create
+is a conditional ``PUT`` (``If-None-Match: *``, S3A's
+``fs.option.create.conditional.overwrite``) that a second writer loses
+(docs/adr/0029).
 """
 
 from __future__ import annotations
 
 import os
+import uuid
 from urllib.parse import urlsplit
 
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import SparkSession
+
+# Schemes whose rename is a copy plus a delete and whose objects appear whole when their writer closes them
+# (S3A; other stores keep Hadoop's create and rename, e.g. GCS's connector creates exclusively itself).
+OBJECT_STORES = frozenset({"s3a"})
+CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"  # PUT with If-None-Match: *
+CONDITIONAL_REPLACE = "fs.option.create.conditional.overwrite.etag"  # PUT with If-Match: <etag>
 
 
 def hidden(name: str) -> bool:
@@ -49,6 +65,7 @@ class HadoopFS:
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
         self._path_class = self._jvm.org.apache.hadoop.fs.Path
         self._systems: dict[tuple[str, str], object] = {}
+        self._exclusive: dict[tuple[str, str], str | None] = {}  # conditional_create's answer per bucket
         self._default_local = str(self._conf.get("fs.defaultFS") or "file:///").startswith("file:")
 
     def _path(self, path: str):  # noqa: ANN202
@@ -127,9 +144,20 @@ class HadoopFS:
         finally:
             stream.close()
 
+    def object_store(self, path: str) -> bool:
+        """Is ``path`` on an object store (rename is a copy; an object appears whole at ``close``)?"""
+        return urlsplit(path).scheme in OBJECT_STORES
+
     def write_text_atomic(self, path: str, text: str) -> None:
-        """Write to a temporary file, then rename over ``path``."""
+        """Replace ``path`` with ``text`` so no reader sees it half-written or missing.
+
+        A file system: a temporary file renamed over ``path``. An object store:
+        one ``PUT`` of ``path`` itself (never a rename, which is a copy there).
+        """
         p, fs = self._path(path)
+        if self.object_store(path):
+            self._put(fs.create(p, True), text)
+            return
         tmp, _ = self._path(path + ".tmp")
         out = fs.create(tmp, True)
         try:
@@ -145,21 +173,86 @@ class HadoopFS:
     def create_new(self, path: str, text: str) -> bool:
         """Create ``path`` holding ``text`` unless it exists (False then).
 
-        Hadoop's ``create(overwrite=false)``: atomic on HDFS; on object stores only
-        as atomic as the store's conditional create (see ``io/lock.py``).
+        Hadoop's ``create(overwrite=false)``: atomic on HDFS. On an object store a
+        conditional ``PUT`` (``If-None-Match: *``) whose losing writer gets 412;
+        :meth:`conditional_create` says whether the store honours it.
         """
         p, fs = self._path(path)
+        if self.object_store(path):
+            builder = fs.createFile(p).overwrite(False).must(CONDITIONAL_CREATE, True)
+            return self._put_if(builder, p, fs, text)
         try:
             out = fs.create(p, False)
         except Exception:
             if fs.exists(p):
                 return False
             raise
+        self._put(out, text)
+        return True
+
+    def _put(self, out, text: str) -> None:  # noqa: ANN001 - a Java FSDataOutputStream
         try:
             out.write(bytearray(text.encode("utf-8")))
         finally:
-            out.close()
+            out.close()  # on an object store: the PUT
+
+    def _put_if(self, builder, p, fs, text: str) -> bool:  # noqa: ANN001 - Java objects
+        """Build and write a conditional create; False when its condition failed (HTTP 412, or it exists)."""
+        try:
+            self._put(builder.build(), text)
+        except Py4JJavaError as e:
+            failed = str(e.java_exception.getClass().getName())
+            if failed.endswith(("RemoteFileChangedException", "FileAlreadyExistsException")):
+                return False
+            raise
         return True
+
+    def conditional_create(self, path: str) -> str | None:
+        """None when a create at ``path`` is exclusive, else why not (object stores: the client and the store).
+
+        The client must offer S3A's conditional create, and the store must
+        refuse a second one: checked once per bucket by creating a probe
+        object twice next to ``path``.
+        """
+        if not self.object_store(path):
+            return None
+        p, fs = self._path(path)
+        where = urlsplit(path)
+        key = (where.scheme, where.netloc)
+        if key in self._exclusive:
+            return self._exclusive[key]
+        reason = None
+        if not fs.hasPathCapability(p, CONDITIONAL_CREATE):
+            reason = f"this {where.scheme}:// client offers no conditional create ({CONDITIONAL_CREATE})"
+        else:
+            probe = f"{path.rstrip('/')}.probe-{uuid.uuid4().hex}"
+            try:
+                if not self.create_new(probe, "1"):
+                    reason = "a fresh probe object could not be created"
+                elif self.create_new(probe, "2"):
+                    reason = "the store accepted a second create of one object: it ignores If-None-Match"
+            except Py4JJavaError as e:  # e.g. 501 Not Implemented from a store without conditional writes
+                first = str(e.java_exception.toString()).splitlines()[0][:200]
+                reason = f"the store refused a conditional create: {first}"
+            finally:
+                self.delete(probe)
+        self._exclusive[key] = reason
+        return reason
+
+    def etag(self, path: str) -> str | None:
+        """The object's version tag (object stores), None when absent or unknown."""
+        p, fs = self._path(path)
+        try:
+            tag = fs.getFileStatus(p).getEtag()  # S3AFileStatus is an EtagSource
+        except Py4JError:  # absent, or a file system without etags
+            return None
+        return str(tag) if tag else None
+
+    def replace_if(self, path: str, text: str, etag: str) -> bool:
+        """Overwrite ``path`` only if it is still the version ``etag`` (``If-Match``); False otherwise."""
+        p, fs = self._path(path)
+        builder = fs.createFile(p).overwrite(True).must(CONDITIONAL_REPLACE, etag)
+        return self._put_if(builder, p, fs, text)
 
     def delete(self, path: str) -> None:
         p, fs = self._path(path)
