@@ -98,3 +98,4 @@ def _kafka(spark: SparkSession, src: SourceConfig, schema: StructType, state_dir
 
 for _fmt in BUILT_IN:
     register_source_kind(_fmt, _kafka if _fmt == "kafka" else _landing)
+register_source_kind("delta", _landing)  # a Delta table's commit log as the landing's file log (io/delta_log.py)
