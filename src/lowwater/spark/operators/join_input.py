@@ -51,9 +51,17 @@ def attach_row_clock(rows: DataFrame, lookup: Broadcast) -> DataFrame:
     return rows.mapInArrow(fn, schema)
 
 
-def bucket_of(columns: list[Column]) -> Column:
-    """A key's state bucket (the same for a row and for its buffered copy: the hash sees values, not names)."""
-    return F.pmod(F.hash(*columns), F.lit(BUCKETS)).cast("int") if columns else F.lit(0)
+def bucket_of(frame: DataFrame, names: list[str]) -> Column:
+    """A key's state bucket (the same for a row and for its buffered copy: the hash sees values, not names).
+
+    ``-0.0`` hashes unlike ``0.0`` but the core matches them (Python's ``==``): float keys are normalised.
+    """
+    if not names:
+        return F.lit(0)
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    cols = [F.when(F.col(c) == F.lit(0.0), F.lit(0.0).cast(types[c])).otherwise(F.col(c))
+            if isinstance(types[c], T.FloatType | T.DoubleType) else F.col(c) for c in names]
+    return F.pmod(F.hash(*cols), F.lit(BUCKETS)).cast("int")
 
 
 def judged_rows(parsed: DataFrame, join: JoinConfig, clip: bool) -> DataFrame:
@@ -74,12 +82,12 @@ def new_rows(clocked: DataFrame, join: JoinConfig) -> DataFrame:
              F.lit(None).cast("boolean").alias("matched")]
     cols += [F.when(left, F.col(c)).alias(f"left_{c}") for c in join.left_columns]
     cols += [F.when(~left, F.col(c)).alias(f"right_{c}") for c in join.right_columns]
-    cols += [bucket_of([F.col(c) for c in join.on]).alias("_bucket"), F.lit(1).alias("_role"), "_rid", "_w"]
+    cols += [bucket_of(clocked, list(join.on)).alias("_bucket"), F.lit(1).alias("_role"), "_rid", "_w"]
     cols += [c for c in ("_arrival_us", PER_ROW) if c in clocked.columns]
     return clocked.select(*cols)
 
 
 def state_rows(state: DataFrame, join: JoinConfig, names: list[str]) -> DataFrame:
     """Buffered rows read back, with ``_role = 0`` and their bucket recomputed from the keys."""
-    return state.select(*names, bucket_of([F.col(f"k_{c}") for c in join.on]).alias("_bucket"),
+    return state.select(*names, bucket_of(state, [f"k_{c}" for c in join.on]).alias("_bucket"),
                         F.lit(0).alias("_role"))
