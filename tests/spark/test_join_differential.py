@@ -5,12 +5,14 @@ source into files at random, and a random number of shuffle partitions: the
 keyed pass on the executors (spark/operators/join_pass.py) must give exactly
 the pairs, unmatched left rows, too-late rows and per-side counts of a nested
 loop over the rows admitted by ``W(r)``, whatever the partitioning and the cut.
+A checkpoint without bucket summaries (the driver join's) is read whole once.
 """
 
 from __future__ import annotations
 
 import copy
 import tempfile
+from functools import reduce
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +25,11 @@ from lowwater.config import parse_config
 from lowwater.core.join import JoinType
 from lowwater.core.judge import arrival_order
 from lowwater.core.tracker import WatermarkTracker
-from lowwater.testing.join_scenarios import run_spark
+from lowwater.io.files import read_batch
+from lowwater.spark.engine import Engine
+from lowwater.testing.join_scenarios import _observed, compare, expected, load_join, run_spark
 from lowwater.testing.scenario_files import Scenario
+from lowwater.testing.scenario_spark import land_inputs
 from lowwater.time import NEG_INF
 from tests.core.test_join import _config, join_logs
 
@@ -135,3 +140,29 @@ def test_the_join_on_the_executors_is_the_nested_loop_for_any_cut_and_partitioni
     assert got.counts == counts
     assert summary["rows"] == sum(map(len, inputs.values())) and summary["balanced"]
 
+
+
+def test_a_checkpoint_without_bucket_summaries_is_read_whole_and_rebucketed(spark, tmp_path):
+    # The driver join's checkpoints had no join/m<step>.json (its state was one bucket): with the summaries
+    # gone after every step, each step reads every live bucket and re-buckets the rows by key; the answer
+    # is the scenario's.
+    s = load_join(Path(__file__).parent.parent / "scenarios" / "join" / "bounds_and_outer.yaml")
+    cfg = s.pipeline(base_dir=tmp_path)
+    files = land_inputs(s, cfg, s.cuts[1])
+    engine = Engine(cfg, spark)
+    removed = 0
+    try:
+        for i in range(max(map(len, files.values()))):
+            frames = [engine.normalised(src.name, read_batch(spark, src, engine.schemas[src.name],
+                                                             path=str(files[src.name][i])))
+                      for src in cfg.sources if i < len(files[src.name])]
+            engine.process_batch(reduce(lambda a, b: a.unionByName(b), frames), i)
+            for f in Path(engine.operator.state_dir, "join").glob("m*.json"):
+                f.unlink()
+                removed += 1
+        summary = engine.summary(engine.drain())
+    finally:
+        engine.close()
+    assert removed >= 3
+    got = _observed(spark, cfg, Path(cfg.output.path), summary)
+    assert not compare(got, expected(s), s)
