@@ -121,13 +121,15 @@ def make_join_pass(
         new = np.flatnonzero(role == 1)
         event = events(t, new)
         left = (t.column("side").to_numpy(zero_copy_only=False) == Side.LEFT.value)
-        key_values = [t.column(f"k_{c}").to_pylist() for c in on]
-        keys = list(zip(*key_values, strict=True)) if key_values else [()] * t.num_rows
+        free = np.where(left, event + bounds.upper_us, event - bounds.lower_us)
+        load, still = _to_load(t, on, role, new, free, watermark_us)
+        seen = np.concatenate([load, new])
+        key_values = [t.column(f"k_{c}").take(pa.array(seen, pa.int64())).to_pylist() for c in on]
+        keys = dict(zip(seen.tolist(), zip(*key_values, strict=True), strict=True))
         state = JoinState()
         before = {Side.LEFT: SideCounts(), Side.RIGHT: SideCounts()}
-        buffered = np.flatnonzero(role == 0)
         matched = t.column("matched").to_numpy(zero_copy_only=False)
-        for i in buffered[np.argsort(seq[buffered], kind="stable")].tolist():  # each key's rows in arrival order
+        for i in load[np.argsort(seq[load], kind="stable")].tolist():  # each key's rows in arrival order
             side = Side.LEFT if left[i] else Side.RIGHT
             row = JoinRow(side, keys[i], int(event[i]), int(seq[i]), (i,))
             state.buffer(side).setdefault(row.key, []).append(_Buffered(row, bool(matched[i])))
@@ -146,7 +148,12 @@ def make_join_pass(
             at = pa.array([x.row.values[0] for x in batch.too_late], pa.int64())
             cols = {"_rid": t.column("_rid").take(at), "_w": longs([x.watermark_us for x in batch.too_late])}
             yield shaped(cols, len(batch.too_late), "T")
-        yield from buffered_rows(t, ij)
+        kept = list(ij.state.rows())
+        pos = np.concatenate([np.array([r.values[0] for r, _ in kept], dtype=np.int64), still])
+        flags = np.concatenate([np.array([m for _, m in kept], dtype=bool),
+                                matched[still].astype(bool) if len(still) else np.zeros(0, dtype=bool)])
+        stored = np.concatenate([np.array([r.event_us for r, _ in kept], dtype=np.int64), event[still]])
+        yield from buffered_rows(t, pos, stored, flags)
         counts = {f"_c_{s.value}_{f}": longs([v - getattr(before[s], f)])
                   for s, c in ij.counts().items() for f, v in c.as_dict().items()}
         counts[NEW_ROWS] = longs([len(new)])
@@ -169,18 +176,16 @@ def make_join_pass(
         cols["_j_w_us"] = longs([e.watermark_us for e in emitted])
         return shaped(cols, len(emitted), "J")
 
-    def buffered_rows(t: pa.Table, ij: IntervalJoin) -> Iterator[pa.RecordBatch]:
-        """The new state (``S``) and one summary per bucket that still holds rows (``B``)."""
-        kept = list(ij.state.rows())
-        if not kept:
+    def buffered_rows(t: pa.Table, pos: np.ndarray, event: np.ndarray, flags: np.ndarray,
+                      ) -> Iterator[pa.RecordBatch]:
+        """The new state (``S``: rows at ``pos`` of ``t``) and one summary per bucket still holding rows (``B``)."""
+        if not len(pos):
             return
-        pos = pa.array([r.values[0] for r, _ in kept], pa.int64())
-        cols = {c: t.column(c).take(pos) for c in [*payload, "side", "_bucket"]}
-        event = np.array([r.event_us for r, _ in kept], dtype=np.int64)
-        is_left = np.array([r.side == Side.LEFT for r, _ in kept])
-        flags = np.array([m for _, m in kept], dtype=bool)
-        cols.update(event_us=longs(event), seq=longs([r.seq for r, _ in kept]), matched=pa.array(flags))
-        yield shaped(cols, len(kept), "S")
+        at = pa.array(pos, pa.int64())
+        cols = {c: t.column(c).take(at) for c in [*payload, "side", "_bucket", "seq"]}
+        is_left = t.column("side").take(at).to_numpy(zero_copy_only=False) == Side.LEFT.value
+        cols.update(event_us=longs(event), matched=pa.array(flags))
+        yield shaped(cols, len(pos), "S")
         free = np.where(is_left, event + bounds.upper_us, event - bounds.lower_us)
         summary = pa.table({
             "_bucket": cols["_bucket"], "free": free, "event": event,
@@ -196,3 +201,35 @@ def make_join_pass(
         yield shaped(meta, summary.num_rows, "B")
 
     return run
+
+
+def _to_load(
+    t: pa.Table, on: list[str], role: np.ndarray, new: np.ndarray, free: np.ndarray, watermark_us: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Buffered rows the core must see (a key with new rows, or freed by ``W``), and those kept as they are.
+
+    A buffered row of a key without new rows changes only when ``W`` frees it: the others pass through
+    as Arrow, never as Python values.
+    """
+    buffered = np.flatnonzero(role == 0)
+    hot = watermark_us > free[buffered]
+    if len(new) and not hot.all():
+        ids = _key_ids(t, on)
+        touched = np.zeros(int(ids.max()) + 1, dtype=bool)
+        touched[ids[new]] = True
+        hot |= touched[ids[buffered]]
+    return buffered[hot], buffered[~hot]
+
+
+def _key_ids(t: pa.Table, on: list[str]) -> np.ndarray:
+    """Dense ids of the distinct key tuples (nulls a value; ``-0.0`` as ``0.0``, as the core's ``==``)."""
+    codes = []
+    for c in on:
+        col = t.column(f"k_{c}").combine_chunks()
+        if pa.types.is_floating(col.type):
+            col = pc.if_else(pc.equal(col, 0), pa.scalar(0, col.type), col)
+        enc = pc.dictionary_encode(col, null_encoding="encode")
+        codes.append(enc.indices.to_numpy(zero_copy_only=False).astype(np.int64))
+    if len(codes) == 1:
+        return codes[0]
+    return np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
