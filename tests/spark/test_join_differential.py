@@ -115,7 +115,7 @@ def _carried_match() -> tuple:
     return raw, inputs, {"clicks": [1], "orders": [1]}, 3
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(spark_join_logs())
 @example(_carried_match())
 def test_the_join_on_the_executors_is_the_nested_loop_for_any_cut_and_partitioning(spark, case):
