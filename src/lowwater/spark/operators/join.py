@@ -48,7 +48,7 @@ from lowwater.io.sink import Sinks
 from lowwater.spark.columns import watermark_ts
 from lowwater.spark.contrib import PER_ROW, clipping
 from lowwater.spark.jobs import side_by_side
-from lowwater.spark.operators.join_input import BUCKETS, attach_row_clock, judged_rows, new_rows, state_rows
+from lowwater.spark.operators.join_input import BUCKETS, attach_row_clock, join_columns, new_rows, state_rows
 from lowwater.spark.operators.join_pass import (
     COUNT_FIELDS,
     EMITTED,
@@ -338,7 +338,7 @@ class JoinOperator:
         rows = None
         if n_valid:
             lookup = self.spark.sparkContext.broadcast(plan.lookup)
-            rows = new_rows(attach_row_clock(judged_rows(parsed, self.join, self.clip), lookup), self.join).persist()
+            rows = new_rows(attach_row_clock(join_columns(parsed, self.join, self.clip), lookup), self.join).persist()
             cache.append(rows)
         dead = {Side.LEFT: 0, Side.RIGHT: 0}
         if plan.dead:

@@ -64,7 +64,7 @@ def bucket_of(frame: DataFrame, names: list[str]) -> Column:
     return F.pmod(F.hash(*cols), F.lit(BUCKETS)).cast("int")
 
 
-def judged_rows(parsed: DataFrame, join: JoinConfig, clip: bool) -> DataFrame:
+def join_columns(parsed: DataFrame, join: JoinConfig, clip: bool) -> DataFrame:
     """The step's valid rows with the columns the join reads (before the row clock is attached)."""
     chosen = list(dict.fromkeys([*join.on, *join.left_columns, *join.right_columns]))
     cols = ["_rid", "_source", "_event_us", *chosen]
