@@ -4,7 +4,8 @@ Hypothesis draws two-source logs (as tests/core/test_join.py does), cuts each
 source into files at random, and a random number of shuffle partitions: the
 keyed pass on the executors (spark/operators/join_pass.py) must give exactly
 the pairs, unmatched left rows, too-late rows and per-side counts of a nested
-loop over the rows admitted by ``W(r)``, whatever the partitioning and the cut.
+loop over the rows admitted by ``W(r)``, whatever the partitioning, the cut and
+whether a step finds out which key buckets its rows touch.
 A checkpoint without bucket summaries (the driver join's) is read whole once.
 """
 
@@ -27,6 +28,7 @@ from lowwater.core.judge import arrival_order
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.io.files import read_batch
 from lowwater.spark.engine import Engine
+from lowwater.spark.operators import join as join_operator
 from lowwater.testing.join_scenarios import _observed, compare, expected, load_join, run_spark
 from lowwater.testing.scenario_files import Scenario
 from lowwater.testing.scenario_spark import land_inputs
@@ -99,7 +101,8 @@ def spark_join_logs(draw):
     raw, inputs, _ = draw(join_logs())
     _with_columns(raw, inputs)
     cuts = {name: draw(st.lists(st.integers(1, max(1, len(rows) - 1)), max_size=3)) for name, rows in inputs.items()}
-    return raw, inputs, cuts, draw(st.integers(1, 7))
+    # spread 0: every step takes its rows to touch every bucket (join.SPREAD), no job to find out
+    return raw, inputs, cuts, draw(st.integers(1, 7)), draw(st.sampled_from([0, join_operator.SPREAD]))
 
 
 def _carried_match() -> tuple:
@@ -112,22 +115,24 @@ def _carried_match() -> tuple:
                    {"partition": "1", "event_time": 31.0, "arrival_time": 31.0, "user": "b"}],
     }
     _with_columns(raw, inputs)
-    return raw, inputs, {"clicks": [1], "orders": [1]}, 3
+    return raw, inputs, {"clicks": [1], "orders": [1]}, 3, 0  # every bucket read (no job to find out)
 
 
 @settings(max_examples=3, deadline=None)
 @given(spark_join_logs())
 @example(_carried_match())
 def test_the_join_on_the_executors_is_the_nested_loop_for_any_cut_and_partitioning(spark, case):
-    raw, inputs, cuts, partitions = case
-    before = spark.conf.get("spark.sql.shuffle.partitions")
+    raw, inputs, cuts, partitions, spread = case
+    before, spread_before = spark.conf.get("spark.sql.shuffle.partitions"), join_operator.SPREAD
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    join_operator.SPREAD = spread
     try:
         with tempfile.TemporaryDirectory(prefix="lowwater-join-diff-") as work:
             got, summary = run_spark(spark, Scenario("diff", "", raw, inputs, [cuts], {}), cuts, workdir=Path(work))
             joined = pd.read_parquet(Path(work) / "out" / "joined")
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)
+        join_operator.SPREAD = spread_before
     pairs, late, counts = nested_loop(raw, inputs)
 
     def secs(ts: object) -> float | None:

@@ -30,6 +30,8 @@ The join's semantics live in ``core/join.py`` (ADR 0031).
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial, reduce
@@ -62,6 +64,12 @@ from lowwater.spark.state import KEEP_MANIFESTS, Bucket, BucketStateStore, Manif
 from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.spark.windowing import StateLayout
 from lowwater.time import POS_INF, to_datetime
+
+log = logging.getLogger("lowwater")
+
+# Above this many rows per key bucket a step is taken to touch every bucket (a bucket left untouched
+# is then read and rewritten unchanged): finding out would cost a Spark job, more than the rewrite.
+SPREAD = 4
 
 JOIN_METRICS = "join_metrics"
 JOIN_METRICS_SCHEMA = T.StructType([
@@ -194,15 +202,15 @@ class JoinOperator:
     # -- which buckets a step reads -------------------------------------------------------
 
     def _plan_buckets(
-        self, prev: Manifest, summaries: dict[int, BucketSummary] | None, touched: set[int], watermark_us: int,
-        counts: dict[Side, SideCounts],
+        self, prev: Manifest, summaries: dict[int, BucketSummary] | None, touched: set[int] | None,
+        watermark_us: int, counts: dict[Side, SideCounts],
     ) -> tuple[set[int], set[int]]:
         """(buckets to read, buckets dropped unread); the dropped buckets' pending rows are counted unmatched."""
         read, dropped = set(), set()
         owes = self.join.type == JoinType.LEFT_OUTER
         for b in prev.buckets:
             m = None if summaries is None else summaries.get(b)
-            if m is None or b in touched:
+            if m is None or touched is None or b in touched:
                 read.add(b)
             elif watermark_us > m.max_free and not (owes and m.pending_left):
                 dropped.add(b)
@@ -248,16 +256,20 @@ class JoinOperator:
     # -- a step and the drain ----------------------------------------------------------------
 
     def _advance(
-        self, prev: Manifest, step: int, watermark_us: int, rows: DataFrame | None, dead: dict[Side, int],
-        cache: list[DataFrame], late_rows: Callable[[DataFrame], DataFrame] | None,
+        self, prev: Manifest, step: int, watermark_us: int, rows: DataFrame | None, n_rows: int,
+        dead: dict[Side, int], cache: list[DataFrame], late_rows: Callable[[DataFrame], DataFrame] | None,
     ) -> tuple[_Pass, dict[int, Bucket], int]:
         """One step (or the drain): read, pass, write; (the pass, the manifest's buckets, the held output W)."""
+        t0 = time.monotonic()
         counts, summaries = self._load(prev)
-        touched: set[int] = set()
+        touched: set[int] | None = set()  # None: every bucket (not worth a job to find out)
         if rows is not None:
-            touched = {int(r[0]) for r in rows.select("_bucket").distinct().collect()}
+            touched = None if n_rows > SPREAD * BUCKETS else {
+                int(r[0]) for r in rows.select("_bucket").distinct().collect()}
+        t1 = time.monotonic()
         read, dropped = self._plan_buckets(prev, summaries, touched, watermark_us, counts)
         got = self._keyed_pass(rows, prev, read, watermark_us, cache)
+        t2 = time.monotonic()
         for side, n in dead.items():
             counts[side].rows += n
             counts[side].dead_letter += n
@@ -274,6 +286,9 @@ class JoinOperator:
             msg = f"join: state buckets {sorted(missing)} were summarised but not written"
             raise RuntimeError(msg)
         self._save(step, counts, kept)
+        t3 = time.monotonic()
+        log.debug("step %d join: buckets touched %.2fs (%s), %d read, %d dropped, keyed pass %.2fs, writes %.2fs",
+                  step, t1 - t0, "all" if touched is None else len(touched), len(read), len(dropped), t2 - t1, t3 - t2)
         held = min([watermark_us, *(s.min_event for s in kept.values())])
         metrics = {
             "step": step,
@@ -338,8 +353,10 @@ class JoinOperator:
         rows = None
         if n_valid:
             lookup = self.spark.sparkContext.broadcast(plan.lookup)
-            rows = new_rows(attach_row_clock(join_columns(parsed, self.join, self.clip), lookup), self.join).persist()
-            cache.append(rows)
+            rows = new_rows(attach_row_clock(join_columns(parsed, self.join, self.clip), lookup), self.join)
+            if n_valid <= SPREAD * BUCKETS:  # read twice: which buckets they touch, then the pass
+                rows = rows.persist()
+                cache.append(rows)
         dead = {Side.LEFT: 0, Side.RIGHT: 0}
         if plan.dead:
             for r in parsed.filter(F.col("_dead").isNotNull()).groupBy("_source").count().collect():
@@ -347,7 +364,7 @@ class JoinOperator:
                 if side is not None:
                     dead[Side(side)] += int(r["count"])
         late_rows = partial(self._late_frame, parsed) if self.cfg.late_policy == LatePolicy.SIDE_OUTPUT else None
-        got, buckets, held = self._advance(prev, step, plan.watermark, rows, dead, cache, late_rows)
+        got, buckets, held = self._advance(prev, step, plan.watermark, rows, n_valid, dead, cache, late_rows)
         if got.new_rows != n_valid:
             msg = f"step {step}: the join judged {got.new_rows} rows, the driver's plan has {n_valid}"
             raise RuntimeError(msg)
@@ -372,7 +389,7 @@ class JoinOperator:
 
     def drain(self, prev: Manifest, step: int, cache: list[DataFrame]) -> OperatorResult:
         """``W = +inf``: every buffered row is freed; a left outer join emits its unmatched left rows."""
-        got, buckets, held = self._advance(prev, step, POS_INF, None, {}, cache, None)
+        got, buckets, held = self._advance(prev, step, POS_INF, None, 0, {}, cache, None)
         return OperatorResult(accounting=Accounting(), buckets=buckets, windows_fired=got.emitted,
                               output_watermark_us=held)
 
