@@ -20,6 +20,8 @@ from lowwater.testing.cluster import LocalStandaloneCluster
 
 from .helpers import FAST_JVM_OPTS, fast_jvm, run_cli_here
 from .test_cli import land
+from .test_join_crash import land as land_join
+from .test_join_crash import outputs as join_outputs
 from .test_kafka import kafka_pipeline, produce, stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -72,10 +74,14 @@ def test_run_whatif_and_kafka_on_a_standalone_cluster(tmp_path, spark, kafka_bro
     produce(kafka_broker, "on-cluster", stream(48, quiet=False))
     kafka_local = kafka_pipeline(tmp_path / "kafka-local", kafka_broker, "on-cluster").parent
     kafka_cluster = kafka_pipeline(tmp_path / "kafka-cluster", kafka_broker, "on-cluster").parent
+    join_local, join_cluster = tmp_path / "join-local", tmp_path / "join-cluster"  # the interval join's keyed pass
+    land_join(join_local)
+    land_join(join_cluster)
 
     # The local-mode references, in this process (they need no cluster; a cluster started beside them, in a
     # thread, twice did not answer its status page within the start timeout on the loaded machine).
-    for cwd, args in ((local_dir, RUN), (local_dir, [*WHATIF, "--master", "local[1]"]), (kafka_local, RUN)):
+    for cwd, args in ((local_dir, RUN), (local_dir, [*WHATIF, "--master", "local[1]"]), (kafka_local, RUN),
+                      (join_local, RUN)):
         proc = run_cli_here(args, cwd)
         assert proc.returncode == 0, (args, proc.stderr[-3000:])
     with LocalStandaloneCluster(workers=2, cores_per_worker=1, memory_per_worker="1g",
@@ -90,7 +96,8 @@ def test_run_whatif_and_kafka_on_a_standalone_cluster(tmp_path, spark, kafka_bro
         # The Kafka run first: its session starts with the connector's jars (spark.jars), which the
         # executors fetch from the driver; the file run and the replay reuse that session.
         commands = [(str(kafka_cluster), [*RUN, *on_cluster]), (str(cluster_dir), [*RUN, *on_cluster]),
-                    (str(cluster_dir), [*WHATIF, "--master", cluster.master_url])]
+                    (str(cluster_dir), [*WHATIF, "--master", cluster.master_url]),
+                    (str(join_cluster), [*RUN, *on_cluster])]
         driver = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(commands)], capture_output=True,
                                 text=True, timeout=900, env=fast_jvm(cluster.client_env()))
         assert driver.returncode == 0, driver.stderr[-4000:]
@@ -119,3 +126,9 @@ def test_run_whatif_and_kafka_on_a_standalone_cluster(tmp_path, spark, kafka_bro
     for k in COUNTS:
         assert k_cluster[k] == k_local[k], k
     assert k_local["rows"] == 48 and k_local["balanced"] and k_local["windows_fired"] > 0
+
+    # The interval join, run keyed on the executors: the same joined/, late/ and per-side counts.
+    j_local, j_cluster = join_outputs(join_local), join_outputs(join_cluster)
+    assert j_local["joined"] and j_local["late"] and j_local["summary"]["join"]["left"]["balanced"]
+    assert j_cluster["joined"] == j_local["joined"] and j_cluster["late"] == j_local["late"]
+    assert j_cluster["summary"]["join"] == j_local["summary"]["join"]

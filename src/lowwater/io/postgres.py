@@ -21,9 +21,9 @@ Protocol (one step = one micro-batch or the drain):
    revision)``), inserts the metrics row and the batch row, and clears the
    step's staging rows.
 
-A ``[join]``'s ``joined`` rows are driver-side rows (the join runs on the
-driver): :meth:`PostgresSink.write_rows` stages them from the driver with the
-same COPY (part 0), and ``deliver`` moves them like late rows.
+A ``[join]``'s ``joined`` rows are staged like late rows (from the Parquet
+output) and ``deliver`` moves them the same way; :meth:`PostgresSink.write_rows`
+stages driver-side rows of a staged kind with the same COPY (part 0).
 
 The engine commits its manifest only after ``deliver`` returned, so a crash
 anywhere replays the step, which is then recognised (or redelivered whole).

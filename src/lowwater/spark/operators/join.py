@@ -1,70 +1,76 @@
-"""The interval join on Spark (``[join]``): the core state machine run on the driver, its state versioned.
+"""The interval join on Spark (``[join]``): the core state machine run per key bucket on the executors.
 
 A step carries out the driver's :class:`~lowwater.spark.step.StepPlan` (which
 gives every judged row its ``W(r)`` from the tracker over both sources, the
-join's watermark of SEMANTICS.md §9) in four parts:
+join's watermark of SEMANTICS.md §9) without any per-row work on the driver:
 
-1. **collect** the judged rows' join columns (keys, chosen columns, event and
-   arrival times; no other payload) as Arrow, put them in arrival order by the
-   plan's sequence numbers (each row id checked against the plan);
-2. **join** with :class:`~lowwater.core.join.IntervalJoin` restored from the
-   previous manifest's state: pairs, unmatched left rows freed by ``W``, too-late rows;
-3. **write** through the sinks: ``joined`` (both sides' chosen columns, both
-   event times, the watermark at emission), ``late`` (the too-late rows whole,
-   looked up by row id on the executors, with ``source``, ``watermark`` and
-   ``reason = too_late_for_join``), ``join_metrics`` (the held output watermark,
-   open rows and each side's accounting);
-4. **state**: the buffered rows of both sides as version ``step`` of one bucket
-   in the versioned state directory, and each side's counts beside it
-   (``join/v<step>.json``); the engine's manifest names the version, so a
-   crash or a replayed batch restarts from the same state (§8).
+1. **rows**: the judged rows' join columns, their row clock attached as
+   columns (``operators/join_input.py``: ``_w``, ``_seq``) and their key bucket;
+2. **buckets**: the state is Parquet buckets by key hash in the versioned
+   store, with a summary per bucket beside the counts (``join/m<step>.json``:
+   the bounds ``W`` must pass to free its rows, its earliest event time, open
+   and pending rows per side). A step reads the buckets its rows touch and
+   those ``W`` starts to free; a bucket ``W`` frees whole is dropped unread
+   (its pending rows counted unmatched) unless a left outer join owes rows
+   from it; the others keep their version;
+3. **keyed pass** (``operators/join_pass.py``): rows and read state shuffled by
+   bucket, the core join run per task; pairs, unmatched left rows, too-late
+   row ids, the new state, per-bucket summaries and count deltas come back;
+4. **write** through the sinks: ``joined``, ``late`` (too-late rows whole,
+   joined back to the micro-batch by row id, ``reason = too_late_for_join``),
+   ``join_metrics`` (the held output watermark: ``min(W, earliest buffered event
+   time)``, an aggregate of the bucket summaries), and the state as version
+   ``step`` of the buckets written; the engine's manifest names the versions,
+   so a crash or a replayed batch restarts from the same state (§8).
 
-The join's semantics live in ``core/join.py``; this module only translates.
-Its cost is one collect of the join columns a step (the planner already
-collects ~40 bytes a row): docs/design.md, "Interval join", says where it scales.
+The driver collects only the per-task count rows and per-bucket summaries.
+The join's semantics live in ``core/join.py`` (ADR 0031).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import logging
+import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from functools import partial, reduce
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config import PipelineConfig
 from lowwater.config.join import JoinConfig
 from lowwater.core.accounting import Accounting
-from lowwater.core.join import (
-    TOO_LATE_FOR_JOIN,
-    IntervalJoin,
-    Joined,
-    JoinRow,
-    JoinState,
-    Side,
-    SideCounts,
-    TooLate,
-    _Buffered,
-    run_batch,
-)
-from lowwater.core.judge import clip_per_source
+from lowwater.core.join import TOO_LATE_FOR_JOIN, JoinType, Side, SideCounts
 from lowwater.core.lateness import LatePolicy
 from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import watermark_ts
+from lowwater.runtime.jobs import side_by_side
+from lowwater.spark.contrib import PER_ROW, clipping
+from lowwater.spark.operators.join_input import BUCKETS, join_columns, new_rows, state_rows
+from lowwater.spark.operators.join_pass import (
+    COUNT_FIELDS,
+    EMITTED,
+    META,
+    NEW_ROWS,
+    make_join_pass,
+    out_schema,
+    state_columns,
+)
 from lowwater.spark.state import KEEP_MANIFESTS, Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.spark.windowing import StateLayout
-from lowwater.time import POS_INF, output_us, to_datetime
+from lowwater.time import POS_INF, to_datetime
 
-BUCKET = 0  # the join's state is one bucket: every buffered row of both sides
+log = logging.getLogger("lowwater")
+
+# Above this many rows per key bucket a step is taken to touch every bucket (a bucket left untouched
+# is then read and rewritten unchanged): finding out would cost a Spark job, more than the rewrite.
+SPREAD = 4
+
 JOIN_METRICS = "join_metrics"
 JOIN_METRICS_SCHEMA = T.StructType([
     T.StructField("step", T.LongType()),
@@ -84,6 +90,30 @@ JOIN_METRICS_ARROW = pa.schema([
     ("emitted", pa.int64()),
     ("counts", pa.map_(pa.string(), pa.map_(pa.string(), pa.int64()))),
 ])
+
+
+@dataclass(frozen=True)
+class BucketSummary:
+    """One state bucket as the driver knows it without reading it (``operators/join_pass.META``)."""
+
+    min_free: int  # W > this frees at least one of its rows
+    max_free: int  # W > this frees all of them
+    min_event: int  # its earliest event time: the held output watermark's part
+    open_left: int
+    open_right: int
+    pending_left: int  # unmatched rows, still buffered
+    pending_right: int
+
+
+@dataclass
+class _Pass:
+    """What a step's keyed pass (if any) left: its persisted output and the collected deltas."""
+
+    out: DataFrame | None = None
+    summaries: dict[int, BucketSummary] = field(default_factory=dict)
+    deltas: dict[Side, dict[str, int]] = field(default_factory=dict)
+    new_rows: int = 0
+    emitted: int = 0
 
 
 class JoinOperator:
@@ -108,28 +138,18 @@ class JoinOperator:
         self.types = {f.name: f.dataType for f in inputs.fields}
         self.state_dir = state_dir.rstrip("/")
         self.store = BucketStateStore(spark, state_dir, self.state_schema())
+        self.clip = clipping(cfg)[0]
+        self.out_schema = out_schema(self.join, self.types)
         self._prepared = False
-        # The join as the last step this operator carried out left it: (step, join). The next step
-        # starts from it when it follows that step (no state read); a replay or a new process reads
-        # the manifest's version. Taken out while a step runs, so a failed step leaves nothing behind.
-        self._live: tuple[int, IntervalJoin] | None = None
 
     # -- layouts ---------------------------------------------------------------------
 
-    def _side_columns(self, side: Side) -> tuple[str, ...]:
-        return self.join.left_columns if side == Side.LEFT else self.join.right_columns
-
-    def _state_columns(self) -> list[tuple[str, T.DataType]]:
-        """Buffered rows: side, keys, event time, arrival sequence, matched, then each side's chosen columns."""
-        cols: list[tuple[str, T.DataType]] = [("side", T.StringType())]
-        cols += [(f"k_{c}", self.types[c]) for c in self.join.on]
-        cols += [("event_us", T.LongType()), ("seq", T.LongType()), ("matched", T.BooleanType())]
-        for side in Side:
-            cols += [(f"{side.value}_{c}", self.types[c]) for c in self._side_columns(side)]
-        return cols
+    def _state_names(self) -> list[str]:
+        return [n for n, _ in state_columns(self.join, self.types)]
 
     def state_schema(self) -> T.StructType:
-        return T.StructType([T.StructField(n, t) for n, t in [*self._state_columns(), ("_bucket", T.IntegerType())]])
+        cols = [*state_columns(self.join, self.types), ("_bucket", T.IntegerType())]
+        return T.StructType([T.StructField(n, t) for n, t in cols])
 
     def joined_schema(self) -> T.StructType:
         """joined/: the keys, the left side's chosen columns, the right side's, both event times, the watermark."""
@@ -145,150 +165,220 @@ class JoinOperator:
                 s.prepare(JOIN_METRICS, JOIN_METRICS_ARROW.empty_table(), JOIN_METRICS_SCHEMA)
             self._prepared = True
 
-    # -- state -----------------------------------------------------------------------
+    # -- counts and bucket summaries beside the manifest --------------------------------
 
     def _counts_path(self, step: int) -> str:
         return f"{self.state_dir}/join/v{step:012d}.json"
 
-    def _restore(self, prev: Manifest) -> IntervalJoin:
-        """The join as ``prev`` left it: its buffered rows (one bucket) and each side's counts."""
-        live, self._live = self._live, None
-        if live is not None and live[0] == prev.step >= 0:
-            return live[1]
-        state = JoinState()
-        if prev.step >= 0 and self.store.fs.exists(self._counts_path(prev.step)):
-            data = json.loads(self.store.fs.read_text(self._counts_path(prev.step)))
-            state.counts = {Side(k): SideCounts(**v) for k, v in data.items()}
-        frame = self.store.read(prev, {BUCKET})
-        if frame is not None:
-            for r in frame.toArrow().to_pylist():
-                side = Side(r["side"])
-                row = JoinRow(side, tuple(r[f"k_{c}"] for c in self.join.on), int(r["event_us"]), int(r["seq"]),
-                              tuple(r[f"{side.value}_{c}"] for c in self._side_columns(side)))
-                state.buffer(side).setdefault(row.key, []).append(_Buffered(row, bool(r["matched"])))
-        for buf in (state.left, state.right):
-            for entries in buf.values():
-                entries.sort(key=lambda e: e.row.seq)
-        return IntervalJoin(self.join.bounds, self.join.type, state)
+    def _summaries_path(self, step: int) -> str:
+        return f"{self.state_dir}/join/m{step:012d}.json"
 
-    def _save(self, join: IntervalJoin, step: int) -> dict[int, Bucket]:
-        """Write the buffered rows as version ``step`` and the counts beside them; the manifest's buckets."""
-        counts = {side.value: c.as_dict() for side, c in join.counts().items()}
-        self.store.fs.write_text_atomic(self._counts_path(step), json.dumps(counts))
-        old = self._counts_path(step - 2 * KEEP_MANIFESTS)  # no kept manifest is that old
-        if step >= 2 * KEEP_MANIFESTS and self.store.fs.exists(old):
-            self.store.fs.delete(old)
-        columns: dict[str, list] = {f.name: [] for f in self.state_schema().fields}
-        n = 0
-        for row, matched in join.state.rows():
-            n += 1
-            columns["side"].append(row.side.value)
-            for c, k in zip(self.join.on, row.key, strict=True):
-                columns[f"k_{c}"].append(k)
-            columns["event_us"].append(row.event_us)
-            columns["seq"].append(row.seq)
-            columns["matched"].append(matched)
+    def _load(self, prev: Manifest) -> tuple[dict[Side, SideCounts], dict[int, BucketSummary] | None]:
+        """Each side's counts after ``prev`` and its buckets' summaries (None: state written before them)."""
+        fs = self.store.fs
+        counts = {Side.LEFT: SideCounts(), Side.RIGHT: SideCounts()}
+        if prev.step < 0:
+            return counts, {}
+        if fs.exists(self._counts_path(prev.step)):
+            data = json.loads(fs.read_text(self._counts_path(prev.step)))
+            counts = {Side(k): SideCounts(**v) for k, v in data.items()}
+        if not fs.exists(self._summaries_path(prev.step)):
+            return counts, None
+        data = json.loads(fs.read_text(self._summaries_path(prev.step)))
+        if data.get("buckets") != BUCKETS:
+            return counts, None
+        return counts, {int(b): BucketSummary(*v) for b, v in data["summaries"].items()}
+
+    def _save(self, step: int, counts: dict[Side, SideCounts], summaries: dict[int, BucketSummary]) -> None:
+        fs = self.store.fs
+        fs.write_text_atomic(self._counts_path(step), json.dumps({s.value: c.as_dict() for s, c in counts.items()}))
+        data = {"buckets": BUCKETS, "summaries": {str(b): list(vars(m).values()) for b, m in sorted(summaries.items())}}
+        fs.write_text_atomic(self._summaries_path(step), json.dumps(data))
+        old = step - 2 * KEEP_MANIFESTS  # no kept manifest is that old
+        for path in (self._counts_path(old), self._summaries_path(old)):
+            if old >= 0 and fs.exists(path):
+                fs.delete(path)
+
+    # -- which buckets a step reads -------------------------------------------------------
+
+    def _plan_buckets(
+        self, prev: Manifest, summaries: dict[int, BucketSummary] | None, touched: set[int] | None,
+        watermark_us: int, counts: dict[Side, SideCounts],
+    ) -> tuple[set[int], set[int]]:
+        """(buckets to read, buckets dropped unread); the dropped buckets' pending rows are counted unmatched."""
+        read, dropped = set(), set()
+        owes = self.join.type == JoinType.LEFT_OUTER
+        for b in prev.buckets:
+            m = None if summaries is None else summaries.get(b)
+            if m is None or touched is None or b in touched:
+                read.add(b)
+            elif watermark_us > m.max_free and not (owes and m.pending_left):
+                dropped.add(b)
+                for side, n in ((Side.LEFT, m.pending_left), (Side.RIGHT, m.pending_right)):
+                    counts[side].pending -= n
+                    counts[side].unmatched += n
+            elif watermark_us > m.min_free:
+                read.add(b)
+        return read, dropped
+
+    def _keyed_pass(
+        self, rows: DataFrame | None, prev: Manifest, read: set[int], watermark_us: int, cache: list[DataFrame],
+    ) -> _Pass:
+        """The executors' pass over the step's rows and the read buckets; its small outputs collected."""
+        parts = []
+        state = self.store.read(prev, read) if read else None
+        if state is not None:
+            parts.append(state_rows(state, self.join, self._state_names()))
+        if rows is not None:
+            parts.append(rows)
+        if not parts:
+            return _Pass()
+        union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+        for c in ("_rid", "_w", "_arrival_us", PER_ROW):
+            if c not in union.columns:
+                union = union.withColumn(c, F.lit(None).cast("long"))
+        fn = make_join_pass(self.join, self.out_schema, watermark_us, self.clip, clipping(self.cfg)[1])
+        out = union.repartition("_bucket").mapInArrow(fn, self.out_schema).persist()
+        cache.append(out)
+        got = _Pass(out=out)
+        for r in out.filter(F.col("_out").isin("B", "C")).collect():
+            if r["_out"] == "B":
+                got.summaries[int(r["_bucket"])] = BucketSummary(*(int(r[c]) for c in META))
+                continue
             for side in Side:
-                chosen = self._side_columns(side)
-                values = row.values if side == row.side else (None,) * len(chosen)
-                for c, v in zip(chosen, values, strict=True):
-                    columns[f"{side.value}_{c}"].append(v)
-            columns["_bucket"].append(BUCKET)
-        if not n:
-            return {}
-        table = self._arrow(columns, self.state_schema())
-        local = self.store.fs.local_path(self.store.bucket_path(step, BUCKET))
-        if local is None:
-            written = self.store.write(step, self.spark.createDataFrame(table, self.state_schema()))
-            rows_n, size = written.get(BUCKET, (n, 0))
-        else:  # a local checkpoint: one Parquet file written by the driver, no Spark job
-            target = Path(local)
-            if target.parent.exists():
-                shutil.rmtree(target.parent)  # an earlier attempt of this step
-            target.mkdir(parents=True)
-            pq.write_table(table.drop_columns(["_bucket"]), target / "part-00000.parquet")
-            rows_n, size = n, (target / "part-00000.parquet").stat().st_size
-        return {BUCKET: Bucket(version=step, fired=False, rows=rows_n, bytes=size)}
+                d = got.deltas.setdefault(side, dict.fromkeys(COUNT_FIELDS, 0))
+                for f in COUNT_FIELDS:
+                    d[f] += int(r[f"_c_{side.value}_{f}"])
+            got.new_rows += int(r[NEW_ROWS])
+            got.emitted += int(r[EMITTED])
+        return got
 
-    def _arrow(self, columns: dict[str, list], schema: T.StructType) -> pa.Table:
-        """Driver-side columns as an Arrow table of ``schema`` (the join's own times given as µs)."""
-        arrow = to_arrow_schema(schema, timezone="UTC")
-        arrays = []
-        for f in arrow:
-            values = columns[f.name]
-            if pa.types.is_timestamp(f.type) and all(v is None or isinstance(v, int) for v in values):
-                arrays.append(pa.array(values, pa.int64()).cast(f.type))
-            else:
-                arrays.append(pa.array(values, f.type))
-        return pa.Table.from_arrays(arrays, schema=arrow)
+    # -- a step and the drain ----------------------------------------------------------------
 
-    # -- a step ----------------------------------------------------------------------
-
-    def _batch_rows(
-        self, parsed: DataFrame, plan: StepPlan,
-    ) -> tuple[list[JoinRow], np.ndarray, np.ndarray, dict[Side, int]]:
-        """The judged rows as join rows in arrival order, their ``W(r)`` and row ids, each side's dead letters."""
-        on, jc = list(self.join.on), self.join
-        chosen = list(dict.fromkeys([*jc.left_columns, *jc.right_columns]))
-        cols = list(dict.fromkeys(["_rid", "_dead", "_source", "_event_us", "_arrival_us", *on, *chosen]))
-        table = parsed.select(*cols).toArrow()
-        dead_mask = table.column("_dead").is_valid().to_numpy(zero_copy_only=False)
-        sources = np.asarray(table.column("_source").to_pylist(), dtype=object)
-        dead = {Side.LEFT: int((dead_mask & (sources == jc.left)).sum()),
-                Side.RIGHT: int((dead_mask & (sources == jc.right)).sum())}
-        valid = table.filter(pa.array(~dead_mask))
-        rid_sorted, w_sorted, seq_sorted = plan.lookup
-        rid = valid.column("_rid").to_numpy()
-        at = np.searchsorted(rid_sorted, rid)
-        found = len(rid) == len(rid_sorted) and (
-            not len(rid) or np.array_equal(rid_sorted[np.minimum(at, len(rid_sorted) - 1)], rid))
-        if not found:
-            msg = f"join: the step's {len(rid)} judged rows do not match the driver's plan ({len(rid_sorted)} rows)"
+    def _advance(
+        self, prev: Manifest, step: int, watermark_us: int, rows: DataFrame | None, n_rows: int,
+        dead: dict[Side, int], cache: list[DataFrame], late_rows: Callable[[DataFrame], DataFrame] | None,
+    ) -> tuple[_Pass, dict[int, Bucket], int]:
+        """One step (or the drain): read, pass, write; (the pass, the manifest's buckets, the held output W)."""
+        t0 = time.monotonic()
+        counts, summaries = self._load(prev)
+        touched: set[int] | None = set()  # None: every bucket (not worth a job to find out)
+        if rows is not None:
+            touched = None if n_rows > SPREAD * BUCKETS else {
+                int(r[0]) for r in rows.select("_bucket").distinct().collect()}
+        t1 = time.monotonic()
+        read, dropped = self._plan_buckets(prev, summaries, touched, watermark_us, counts)
+        got = self._keyed_pass(rows, prev, read, watermark_us, cache)
+        t2 = time.monotonic()
+        for side, n in dead.items():
+            counts[side].rows += n
+            counts[side].dead_letter += n
+        for side, d in got.deltas.items():
+            for f, v in d.items():
+                setattr(counts[side], f, getattr(counts[side], f) + v)
+        kept = {b: s for b, s in (summaries or {}).items() if b in prev.buckets and b not in read | dropped}
+        kept.update(got.summaries)
+        self._check(counts, kept)
+        buckets = {b: prev.buckets[b] for b in kept if b not in got.summaries}
+        buckets.update(self._write(step, got, late_rows))
+        missing = set(got.summaries) - set(buckets)
+        if missing:
+            msg = f"join: state buckets {sorted(missing)} were summarised but not written"
             raise RuntimeError(msg)
-        order = np.argsort(seq_sorted[at], kind="stable")
-        valid = valid.take(pa.array(order))
-        at = at[order]
-        names = np.asarray(valid.column("_source").to_pylist(), dtype=object)
-        skew = {s.name: s.watermark.max_future_skew_us for s in self.cfg.sources}
-        event, _ = clip_per_source(valid.column("_event_us").to_numpy(), valid.column("_arrival_us").to_numpy(),
-                                   skew, names)
-        data = valid.select([*on, *chosen]).to_pydict()
-        rows = []
-        for k in range(valid.num_rows):
-            side = Side.LEFT if names[k] == jc.left else Side.RIGHT
-            rows.append(JoinRow(side, tuple(data[c][k] for c in on), int(event[k]), int(seq_sorted[at[k]]),
-                                tuple(data[c][k] for c in self._side_columns(side))))
-        return rows, w_sorted[at], valid.column("_rid").to_numpy(), dead
+        self._save(step, counts, kept)
+        t3 = time.monotonic()
+        log.debug("step %d join: buckets touched %.2fs (%s), %d read, %d dropped, keyed pass %.2fs, writes %.2fs",
+                  step, t1 - t0, "all" if touched is None else len(touched), len(read), len(dropped), t2 - t1, t3 - t2)
+        held = min([watermark_us, *(s.min_event for s in kept.values())])
+        metrics = {
+            "step": step,
+            "watermark": to_datetime(watermark_us),
+            "output_watermark": to_datetime(held),
+            "open_left": sum(s.open_left for s in kept.values()),
+            "open_right": sum(s.open_right for s in kept.values()),
+            "emitted": got.emitted,
+            "counts": [(side.value, list(c.as_dict().items())) for side, c in counts.items()],
+        }
+        self.sinks.write_rows(JOIN_METRICS, step, pa.Table.from_pylist([metrics], JOIN_METRICS_ARROW),
+                              JOIN_METRICS_SCHEMA)
+        return got, buckets, held
 
-    def _joined_table(self, emitted: list[Joined]) -> pa.Table | None:
-        if not emitted:
-            return None
-        jc = self.join
-        schema = self.joined_schema()
-        columns: dict[str, list] = {f.name: [] for f in schema.fields}
-        for e in emitted:
-            row: dict[str, Any] = dict(zip(jc.on, e.left.key, strict=True))
-            row.update(zip(jc.left_columns, e.left.values, strict=True))
-            if e.right is not None:
-                row.update(zip(jc.right_columns, e.right.values, strict=True))
-            for c in jc.output_columns():
-                columns[c].append(row.get(c))
-            columns["left_event_time"].append(e.left.event_us)
-            columns["right_event_time"].append(None if e.right is None else e.right.event_us)
-            columns["watermark"].append(output_us(e.watermark_us))
-        return self._arrow(columns, schema)
+    @staticmethod
+    def _check(counts: dict[Side, SideCounts], summaries: dict[int, BucketSummary]) -> None:
+        """Each side's identity (SEMANTICS.md §9), and its pending rows are the unmatched rows its buckets hold."""
+        for side, c in counts.items():
+            c.check(side.value)
+            held = sum(s.pending_left if side == Side.LEFT else s.pending_right for s in summaries.values())
+            if held != c.pending:
+                msg = f"join: {held} unmatched rows buffered on the {side} side, counted {c.pending}"
+                raise AssertionError(msg)
 
-    def _late_frame(
-        self, parsed: DataFrame, late: list[TooLate], rows: list[JoinRow], rids: np.ndarray,
-    ) -> DataFrame | None:
+    def _write(
+        self, step: int, got: _Pass, late_rows: Callable[[DataFrame], DataFrame] | None,
+    ) -> dict[int, Bucket]:
+        """joined/, late/ and the new state buckets, side by side from the pass's persisted output."""
+        self._prepare()
+        out = got.out
+
+        def joined() -> None:
+            frame = None
+            if out is not None and got.emitted:
+                frame = out.filter(F.col("_out") == "J").select(
+                    *[F.col(f"_j_{c}").alias(c) for c in self.join.output_columns()],
+                    F.timestamp_micros("_j_left_us").alias("left_event_time"),
+                    F.timestamp_micros("_j_right_us").alias("right_event_time"),
+                    watermark_ts("_j_w_us").alias("watermark"),
+                )
+            self.sinks.write_or_clear("joined", step, frame)
+
+        def state() -> dict[int, Bucket]:
+            if out is None or not got.summaries:
+                return {}
+            rows = out.filter(F.col("_out") == "S").select(*self._state_names(), "_bucket")
+            return {b: Bucket(version=step, fired=False, rows=n, bytes=size)
+                    for b, (n, size) in self.store.write(step, rows).items()}
+
+        def late() -> None:
+            frame = None
+            if out is not None and late_rows is not None and any(d["too_late"] for d in got.deltas.values()):
+                frame = late_rows(out.filter(F.col("_out") == "T").select("_rid", "_w"))
+            self.sinks.write_or_clear("late", step, frame)
+
+        return side_by_side(state, joined, late)[0]
+
+    def step(
+        self, parsed: DataFrame, plan: StepPlan, prev: Manifest, step: int, cache: list[DataFrame],
+    ) -> OperatorResult:
+        n_valid = plan.data_rows
+        rows = None
+        if n_valid:
+            assert plan.rows is not None  # the driver's clock: `_seq` is the global sequence the state keeps
+            rows = new_rows(plan.rows.frame_with_clock(join_columns(self.join, self.clip)), self.join)
+            if n_valid <= SPREAD * BUCKETS:  # read twice: which buckets they touch, then the pass
+                rows = rows.persist()
+                cache.append(rows)
+        dead = {Side.LEFT: 0, Side.RIGHT: 0}
+        if plan.dead:
+            for r in parsed.filter(F.col("_dead").isNotNull()).groupBy("_source").count().collect():
+                side = self.join.side_of(r["_source"])
+                if side is not None:
+                    dead[Side(side)] += int(r["count"])
+        late_rows = partial(self._late_frame, parsed) if self.cfg.late_policy == LatePolicy.SIDE_OUTPUT else None
+        got, buckets, held = self._advance(prev, step, plan.watermark, rows, n_valid, dead, cache, late_rows)
+        if got.new_rows != n_valid:
+            msg = f"step {step}: the join judged {got.new_rows} rows, the driver's plan has {n_valid}"
+            raise RuntimeError(msg)
+        too_late = sum(d.get("too_late", 0) for d in got.deltas.values())
+        accounting = Accounting(rows=n_valid + plan.dead, on_time=n_valid - too_late, too_late=too_late,
+                                dead_letter=plan.dead)
+        accounting.check()
+        return OperatorResult(accounting=accounting, buckets=buckets, windows_fired=got.emitted,
+                              output_watermark_us=held)
+
+    def _late_frame(self, parsed: DataFrame, tl: DataFrame) -> DataFrame:
         """The too-late rows whole (every input column), each with its ``W(r)`` and the reason."""
-        if not late or self.cfg.late_policy != LatePolicy.SIDE_OUTPUT:
-            return None
-        position = {row.seq: k for k, row in enumerate(rows)}
-        marks = [(int(rids[position[t.row.seq]]), int(t.watermark_us)) for t in late]
-        lookup = self.spark.createDataFrame(marks, "_rid LONG, _w LONG")
-        rows_df = parsed.filter(F.col("_dead").isNull()).join(F.broadcast(lookup), "_rid")
-        return rows_df.select(
+        rows = parsed.filter(F.col("_dead").isNull()).join(F.broadcast(tl), "_rid")
+        return rows.select(
             *[F.col(c) for c in self.inputs.fieldNames()],
             watermark_ts("_w").alias("watermark"),
             F.lit(None).cast("timestamp").alias("window_start"),
@@ -297,57 +387,11 @@ class JoinOperator:
             F.col("_file").alias("source_file"),
         )
 
-    def _write(self, step: int, watermark_us: int, join: IntervalJoin, emitted: list[Joined],
-               late_rows: DataFrame | None) -> dict[int, Bucket]:
-        self._prepare()
-        joined = self._joined_table(emitted)
-        if joined is None:
-            self.sinks.clear("joined", step)
-        else:  # driver-side rows: plain Parquet when the output path is local (io/outputs.write_rows)
-            self.sinks.write_rows("joined", step, joined, self.joined_schema())
-        self.sinks.write_or_clear("late", step, late_rows)
-        open_rows = {side: sum(len(v) for v in join.state.buffer(side).values()) for side in Side}
-        metrics = {
-            "step": step,
-            "watermark": to_datetime(watermark_us),
-            "output_watermark": to_datetime(join.output_watermark(watermark_us)),
-            "open_left": open_rows[Side.LEFT],
-            "open_right": open_rows[Side.RIGHT],
-            "emitted": len(emitted),
-            "counts": [(side.value, list(c.as_dict().items())) for side, c in join.counts().items()],
-        }
-        self.sinks.write_rows(JOIN_METRICS, step, pa.Table.from_pylist([metrics], JOIN_METRICS_ARROW),
-                              JOIN_METRICS_SCHEMA)
-        join.check()
-        return self._save(join, step)
-
-    def step(
-        self, parsed: DataFrame, plan: StepPlan, prev: Manifest, step: int, cache: list[DataFrame],
-    ) -> OperatorResult:
-        join = self._restore(prev)
-        rows, w_rows, rids, dead = self._batch_rows(parsed, plan)
-        for side, n in dead.items():
-            join.count_dead_letters(side, n)
-        batch = run_batch(join, rows, w_rows, plan.watermark)
-        late_rows = self._late_frame(parsed, batch.too_late, rows, rids)
-        buckets = self._write(step, plan.watermark, join, batch.emitted, late_rows)
-        n_late = len(batch.too_late)
-        accounting = Accounting(rows=len(rows) + plan.dead, on_time=len(rows) - n_late, too_late=n_late,
-                                dead_letter=plan.dead)
-        accounting.check()
-        self._live = (step, join)
-        return OperatorResult(accounting=accounting, buckets=buckets, windows_fired=len(batch.emitted),
-                              output_watermark_us=join.output_watermark(plan.watermark))
-
     def drain(self, prev: Manifest, step: int, cache: list[DataFrame]) -> OperatorResult:
         """``W = +inf``: every buffered row is freed; a left outer join emits its unmatched left rows."""
-        join = self._restore(prev)
-        emitted = join.drain()
-        self.sinks.clear("late", step)
-        buckets = self._write(step, POS_INF, join, emitted, None)
-        self._live = (step, join)
-        return OperatorResult(accounting=Accounting(), buckets=buckets, windows_fired=len(emitted),
-                              output_watermark_us=join.output_watermark(POS_INF))
+        got, buckets, held = self._advance(prev, step, POS_INF, None, 0, {}, cache, None)
+        return OperatorResult(accounting=Accounting(), buckets=buckets, windows_fired=got.emitted,
+                              output_watermark_us=held)
 
     def summary(self, manifest: Manifest) -> dict:
         """Each side's accounting (SEMANTICS.md §9) for ``summary.json``."""
