@@ -72,8 +72,8 @@ def one_run(spark, data: Path, work: Path, clock: str) -> dict:  # noqa: ANN001
     shipped: list[int] = []
     real = row_clock.executor_attach
 
-    def measured(step, ranks, markers):  # noqa: ANN001, ANN202
-        fn = real(step, ranks, markers)
+    def measured(step, ranks, *rest):  # noqa: ANN001, ANN002, ANN202
+        fn = real(step, ranks, *rest)
         shipped.append(len(pickle.dumps((step, ranks))))
         return fn
 
