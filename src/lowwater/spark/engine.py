@@ -323,8 +323,13 @@ class Engine:
             logs = None if release else self._logs(spark_batch)
             self.logs = logs  # the inputs caught up at the last step (the held-rows warning names the holder)
             if self._executors_keep_clock(prev, release):
-                clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs)
-                parsed = clocked.laid if clocked.laid is not None else parsed  # persisted: Kafka is fetched once
+                # A Kafka batch is laid out whole and read once; files only with what the operator reads
+                # (dead letters, held and late rows re-read them, as with the driver's clock).
+                kafka = self.kafka_logs is not None
+                columns = None if kafka else getattr(self.operator, "row_columns", lambda: None)()
+                clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns)
+                if kafka:
+                    parsed = clocked.laid
                 if prev.drained and clocked.counts.rows + clocked.dead:  # refused before anything is written
                     admit_after_drain(cfg, clocked.counts.rows + clocked.dead, self.after_drain)
                 t_collect = time.monotonic()

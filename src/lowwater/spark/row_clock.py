@@ -247,11 +247,18 @@ class ExecutorClock:
 
     def step(
         self, parsed: DataFrame, tracker: WatermarkTracker, cache: list[DataFrame], prev_frontier: dict | None = None,
-        logs: dict[str, bool] | None = None,
+        logs: dict[str, bool] | None = None, columns: list[str] | None = None,
     ) -> ClockedStep:
-        """Lay the rows out, summarise, fold; ``tracker`` is not modified (the result holds the advanced one)."""
+        """Lay the rows out, summarise, fold; ``tracker`` is not modified (the result holds the advanced one).
+
+        ``columns``: what the operator reads of a row; only those (and the clock's own) are laid out,
+        shuffled and persisted (None: every column, e.g. so that a Kafka batch is fetched once).
+        """
         if self.several:
             parsed = parsed.withColumn("_input", F.concat_ws(LANE_SEP, F.col("_source"), F.col("_psort")))
+        if columns is not None:
+            own = [*self.needs(), *self.order, "_source", "_part", CARRIED]
+            parsed = parsed.select(*[c for c in dict.fromkeys([*columns, *own]) if c in parsed.columns])
         laid = parsed.repartition(self.group).sortWithinPartitions(*self.order).persist()
         cache.append(laid)
         judged, hold = laid, None
@@ -260,7 +267,9 @@ class ExecutorClock:
             judged = laid.filter(F.col("_dead").isNotNull() | ready_column(hold.bounds, self.lane))
         state = tracker.state
         one = _pass_one(self.group, self.sources, state, self.markers, self.several)
-        got = judged.mapInArrow(one, _SUMMARY).collect()
+        reads = [c for c in ("_dead", self.group, "_event_us", "_arrival_us", "_marker", "_source", "_part")
+                 if c in judged.columns]  # only what pass 1 reads crosses to Python (the cache is columnar)
+        got = judged.select(*reads).mapInArrow(one, _SUMMARY).collect()
         dead = sum(int(r["dead"]) for r in got)
         parts = [_unpack(r["summary"]) for r in got if r["summary"] is not None]
         summaries, ranks = _ranked([(v, s) for v, s, _ in parts])

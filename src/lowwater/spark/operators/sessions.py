@@ -74,6 +74,11 @@ class SessionOperator:
 
     # -- Spark frames --------------------------------------------------------------
 
+    def row_columns(self) -> list[str]:
+        """What the keyed pass reads of a row (the executors' clock lays out only these)."""
+        return list(dict.fromkeys([*self.layout.keys, *self.layout.values, "_event_us", "_rid", "_arrival_us",
+                                   PER_ROW]))
+
     def _rows(self, plan: StepPlan, clip: bool) -> DataFrame:
         """The step's data rows with their ``W(r)`` and arrival order (``spark/clocked.py``), as the pass reads them."""
         assert plan.rows is not None

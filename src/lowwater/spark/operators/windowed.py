@@ -131,6 +131,13 @@ class WindowedOperator:
     def state_schema(self) -> T.StructType:
         return self.layout.schema()
 
+    def row_columns(self) -> list[str]:
+        """What the contributions pass may read of a row (the executors' clock lays out only these)."""
+        cols = [*self.layout.keys, *self.layout.values, "_event_us", "_arrival_us", PER_ROW]
+        if self.cfg.late_policy == LatePolicy.SIDE_OUTPUT:  # too-late rows carry their whole input row
+            cols += [*self.inputs.fieldNames(), "_file"]
+        return list(dict.fromkeys(cols))
+
     def _contributions(self, plan: StepPlan, with_payload: bool) -> DataFrame:
         """Executor side (``contrib``): on-time partials, late-update and too-late pairs, row counts."""
         assert plan.rows is not None
