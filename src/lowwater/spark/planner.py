@@ -40,6 +40,23 @@ def _codes(values: pa.ChunkedArray, uniq: pa.Array) -> np.ndarray:
     return pc.index_in(values, value_set=uniq).to_numpy().astype(np.int64)
 
 
+def order_columns(cfg: PipelineConfig) -> list[str]:
+    """Arrival order within an input (after the input itself), the one rule both row clocks sort by.
+
+    The arrival clock when every source has one, the offset when every source has one, the source's own
+    order (file, block) unless both are there or a Kafka lane needs its topic-partition, the row id last.
+    """
+    sources = cfg.sources
+    cols = []
+    if all(s.arrival_time for s in sources):
+        cols.append("_arrival_us")
+    if all(s.offset for s in sources):
+        cols.append("_offset")
+    if not all(s.arrival_time and s.offset for s in sources) or any(s.kafka is not None for s in sources):
+        cols += ["_file", "_block"]  # the source's own order breaks ties (a Kafka lane's topic-partition)
+    return [*cols, "_rid"]
+
+
 class StepPlanner:
     """Plans steps of one pipeline: what to collect (:meth:`compact_columns`) and what it means (:meth:`plan`).
 
@@ -64,22 +81,13 @@ class StepPlanner:
 
     def compact_columns(self) -> list[str]:
         """What the driver needs per row: ~30-40 bytes, no payload."""
-        sources = self.cfg.sources
-        cols = ["_rid", "_dead", "_event_us", "_psort"]
-        if all(s.arrival_time for s in sources):
-            cols.append("_arrival_us")
-        if all(s.offset for s in sources):
-            cols.append("_offset")
-        if not all(s.arrival_time and s.offset for s in sources):
-            cols += ["_file", "_block"]  # the source's own order breaks ties
+        cols = ["_rid", "_dead", "_event_us", "_psort", *order_columns(self.cfg)[:-1]]
         if self.markers:
             cols.append("_marker")
         if self.cfg.multi_source:
             cols += ["_source", "_part", "_carried"]
         elif self.kafka:
             cols += ["_part", "_carried"]
-        if self.kafka and "_file" not in cols:
-            cols += ["_file", "_block"]  # Kafka's topic-partition: a lane of the frontier
         return cols
 
     def lanes(self, compact: pa.Table) -> np.ndarray:

@@ -51,6 +51,7 @@ from lowwater.core.tracker_state import DEFAULT_SOURCE, TrackerState
 from lowwater.core.watermarks import PartitionRows, WatermarkStrategy, clip_future
 from lowwater.spark.clocked import Attach, Batches, ClockedRows, with_clock
 from lowwater.spark.held import CARRIED
+from lowwater.spark.planner import order_columns
 from lowwater.spark.ready import lane_column, ready_column
 from lowwater.spark.step import StepPlan
 from lowwater.time import NEG_INF
@@ -66,17 +67,6 @@ def unavailable(cfg: PipelineConfig) -> str | None:
     if not all(s.arrival_time for s in cfg.sources):
         return "without an arrival clock arrival order is the files' order across partitions"
     return None
-
-
-def order_columns(cfg: PipelineConfig) -> list[str]:
-    """Arrival order within an input, as ``StepPlanner`` collects and sorts it (``compact_columns``)."""
-    sources = cfg.sources
-    cols = ["_arrival_us"]
-    if all(s.offset for s in sources):
-        cols.append("_offset")
-    if not all(s.arrival_time and s.offset for s in sources) or any(s.kafka is not None for s in sources):
-        cols += ["_file", "_block"]  # the source's own order (a Kafka lane's topic-partition)
-    return [*cols, "_rid"]
 
 
 @dataclass(frozen=True)
