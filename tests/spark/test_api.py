@@ -10,6 +10,7 @@ accounting must be the same.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -294,3 +295,41 @@ def test_the_handle_raises_the_engines_failure_and_ctrl_c_asks_for_a_stop_after_
         running.await_termination()
     thread.join(30)
     assert stop.is_set() and running.manifest == "manifest"
+
+
+def test_an_interval_join_in_python_gives_what_the_toml_join_gives(spark, tmp_path):
+    # tests/scenarios/join/bounds_and_outer.yaml (test_join.py's first case): clicks in five files, orders in
+    # three. TOML: `[join]` reading the landing directories; Python: the same files as streaming DataFrames,
+    # three files a micro-batch (Spark's file source takes them in modification-time order), joined with
+    # .interval_join.
+    from lowwater.api.toml_text import dumps
+    from lowwater.testing.join_scenarios import _observed, compare, expected, load_join
+    from lowwater.testing.scenario_files import _plain_copy
+    from lowwater.testing.scenario_spark import land_inputs
+
+    s = load_join(Path(__file__).parent.parent / "scenarios" / "join" / "bounds_and_outer.yaml")
+    for files in land_inputs(s, s.pipeline(base_dir=tmp_path), s.cuts[1]).values():
+        for i, f in enumerate(files):
+            os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
+    (tmp_path / "join.toml").write_text(dumps(_plain_copy(s.config)))
+    toml = lw.Pipeline.from_toml(tmp_path / "join.toml")
+    toml_query = toml.start(drain=True, spark=spark)
+    toml_query.await_termination()
+
+    def side(name: str) -> lw.Pipeline:
+        src = next(t for t in s.config["source"] if t["name"] == name)
+        df = spark.readStream.option("maxFilesPerTrigger", 3).schema(src["schema"]).json(str(tmp_path / src["path"]))
+        return lw.stream(df, event_time="event_time", partition="partition", arrival="arrival_time",
+                         name=name).watermark(lw.bounded("5s"))
+
+    py = (side("clicks").interval_join(side("orders"), on="user", between=("0s", "10s"), how="left_outer",
+                                       columns={"left": ["click"], "right": ["amount"]})
+          .write(lw.parquet(tmp_path / "py")))
+    assert py.config.join == toml.config.join
+    query = py.start(drain=True)
+    query.await_termination()
+    got = _observed(spark, py.config, tmp_path / "py", query.summary)
+    want = _observed(spark, toml.config, tmp_path / "out", toml_query.summary)
+    assert not compare(want, expected(s), s) and len(want.joined) == 8
+    assert (got.joined, got.too_late, got.counts) == (want.joined, want.too_late, want.counts)
+    assert query.summary["join"]["left"]["balanced"] and query.manifest.step >= 2  # several micro-batches

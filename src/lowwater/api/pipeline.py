@@ -193,6 +193,24 @@ class Pipeline:
         data["source"] = tables
         return replace(self, data=data, df=frames)
 
+    def interval_join(
+        self, other: Pipeline, on: str | list[str], between: tuple[Any, Any], how: str = "inner",
+        columns: Mapping[str, list[str]] | None = None,
+    ) -> Pipeline:
+        """Pairs of this stream's and ``other``'s rows with equal ``on`` keys and ``lower <= right - left <= upper``.
+
+        Each side is a named ``lw.stream(df, ..., name=...)`` with its own
+        ``.watermark(...)``; ``between=("0s", "30m")`` (``lower`` may be negative);
+        ``how``: ``inner`` or ``left_outer``; ``columns={"left": [...], "right": [...]}``:
+        what ``joined/`` carries besides the keys. The TOML file's ``[join]``.
+        """
+        from lowwater.api.join import join_table
+
+        table = join_table(self, other, on, between, how, columns)
+        data = copy.deepcopy(dict((joined := self.union(other)).data))
+        data["join"] = table
+        return replace(joined, data=data)
+
     def _named_tables(self, arg: str) -> list[dict[str, Any]]:
         """This pipeline's sources as ``[[source]]`` tables (each with its watermark): each needs a name."""
         src = self.data["source"]
