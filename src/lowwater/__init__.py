@@ -12,6 +12,9 @@ Layout (see docs/design.md):
 * ``lowwater.api``   -- the Python API: ``lw.stream(df, ...)...start()`` (its names are re-exported here).
 """
 
+# The subpackage lowwater.reconcile is imported first: imported later (lw.reconcile(...) runs it), Python
+# would bind it over the package's reconcile, the Python API's function below.
+from lowwater import reconcile as _reconcile_package  # noqa: F401
 from lowwater.api import (
     Pipeline,
     adaptive,
@@ -22,9 +25,11 @@ from lowwater.api import (
     parquet,
     postgres,
     punctuated,
+    reconcile,
     session,
     stream,
     tumbling,
+    whatif,
 )
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import AllowedLateness, Lateness, LatePolicy, classify
@@ -58,9 +63,11 @@ __all__ = [
     "parquet",
     "postgres",
     "punctuated",
+    "reconcile",
     "session",
     "stream",
     "to_duration_us",
     "tumbling",
+    "whatif",
 ]
 __version__ = "0.1.0"

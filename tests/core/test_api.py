@@ -303,3 +303,34 @@ def test_a_bad_join_argument_is_one_error_naming_it(build, error, names):
     with pytest.raises(error) as e:
         build(*join_sides())
     assert names in str(e.value) and "\n" not in str(e.value)
+
+
+def test_whatif_and_reconcile_refuse_a_bad_argument_in_one_line_before_spark(tmp_path):
+    (tmp_path / "demo.toml").write_text(_CONFIG.format(partitions="0"))
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "part-0.jsonl").write_text(
+        '{"partition": 0, "offset": 0, "event_time": 1.0, "arrival_time": 1.0, "key": "a", "amount": 1.0, '
+        '"currency": "EUR"}\n')
+    files = lw.Pipeline.from_toml(tmp_path / "demo.toml")
+    py = demo_pipeline(DataFrame(*DEMO_COLUMNS), tmp_path / "out")
+    cases = [
+        (lambda: lw.whatif("demo.toml"), TypeError, "whatif(pipeline)"),
+        (lambda: lw.whatif(py), ValueError, "whatif(log=...): a DataFrame source has no log"),
+        (lambda: lw.whatif(files, lateness="soon"), ValueError, "whatif(lateness=...)"),
+        (lambda: lw.whatif(files, lateness=[]), ValueError, "whatif(lateness=...)"),
+        (lambda: lw.whatif(files, grace=["0s", "-1s"]), ValueError, "whatif(grace=...)"),
+        (lambda: lw.whatif(files, target_completeness=99.9), ValueError, "(99.9% is 0.999)"),
+        (lambda: lw.whatif(files, latency_budget="0s"), ValueError, "whatif(latency_budget=...)"),
+        (lambda: lw.whatif(files, compare=[42]), TypeError, "whatif(compare=...)"),
+        (lambda: lw.whatif(files, compare=["sideways 3s"]), ValueError, "whatif(compare=...)"),
+        (lambda: lw.whatif(files, log=tmp_path / "nowhere"), ValueError, "INPUT"),
+        (lambda: lw.whatif(py, log=tmp_path / "landing", log_format="xml"), ValueError, "source.format"),
+        (lambda: lw.reconcile(py), ValueError, "reconcile: a DataFrame source has no log to recompute from"),
+        (lambda: lw.reconcile(files, since="the other day"), ValueError, "reconcile(since=...): 'the other day'"),
+        (lambda: lw.reconcile(files, apply="yes"), TypeError, "reconcile(apply=...)"),
+        (lambda: lw.reconcile(files.window(lw.tumbling("1m"), key="nokey")), ValueError, "nokey"),
+    ]
+    for build, error, text in cases:
+        with pytest.raises(error) as e:
+            build()
+        assert text in str(e.value) and "\n" not in str(e.value), (text, str(e.value))

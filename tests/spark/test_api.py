@@ -170,7 +170,8 @@ def test_the_readme_quickstart_runs_and_prints_the_demos_numbers(spark, tmp_path
 
     cfg = write_demo(tmp_path / "demo-run", PaymentsSpec(duration_s=40, rate_per_s=20))  # what demo.sh writes
     demo = Engine(load_config(cfg), spark)
-    want = demo.summary(demo.run(drain=True))
+    manifest = demo.run(drain=True)
+    want = demo.summary(manifest)
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     code = readme.split("## Python API", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)  # Python's paths; Spark's JVM started elsewhere, so its paths are made absolute:
@@ -183,6 +184,38 @@ def test_the_readme_quickstart_runs_and_prints_the_demos_numbers(spark, tmp_path
     toml = pd.read_parquet(tmp_path / "demo-run" / "out" / "results").drop(columns="batch_id")
     order = ["key", "window_start", "kind", "revision"]
     pd.testing.assert_frame_equal(py.sort_values(order, ignore_index=True), toml.sort_values(order, ignore_index=True))
+
+    # lw.whatif and lw.reconcile take the pipeline object (the TOML one; the Python one with its log), in this
+    # process, on the active session: what `lowwater whatif --config` and `lowwater reconcile` compute
+    from lowwater.advisor.advice import advise
+    from lowwater.advisor.replay_config import replay_config
+    from lowwater.advisor.whatif import SweepSpec, run_whatif
+
+    pipeline = lw.Pipeline.from_toml(cfg)
+    five = lw.tumbling("5s")  # windows that fire within the demo's 40 s (its own are a minute)
+    grid = lw.whatif(pipeline.window(five, key="key"), lateness=["0s", "2s", "5s"], grace="2s",
+                     target_completeness=0.9)
+    spec = SweepSpec([0, 2_000_000, 5_000_000], [2_000_000])
+    cli = run_whatif(spark, replay_config(None, cfg, None, None, None, None, None, None, None, "5s", None, None,
+                                          None), spec)
+    assert grid["results"] == cli and len(cli) == 3 and grid["compared"] == []
+    assert grid["advice"] == advise(cli, 0.9, None, 30.0) and grid["advice"].startswith("Smallest L")
+    python = (lw.stream(namespace["payments"], event_time="event_time", partition="partition", offset="offset",
+                        arrival="arrival_time")
+              .watermark(lw.bounded("5s").with_idleness("30s").with_partitions(*range(8)))
+              .window(five, key="key").write(lw.parquet(tmp_path / "unused")))
+    again = lw.whatif(python, lateness=["0s", "2s", "5s"], grace="2s", log=tmp_path / "demo-run" / "landing",
+                      compare=[lw.adaptive(0.99, over="1m")])
+    batching = "peak_open_windows"  # the TOML source reads 3 files a micro-batch, the DataFrame's files all at once
+    assert [{k: v for k, v in r.items() if k != batching} for r in again["results"]] == [
+        {k: v for k, v in r.items() if k != batching} for r in cli]
+    assert [r["strategy"] for r in again["compared"]] == [
+        '{ strategy = "adaptive", target_quantile = 0.99, over = "1m" }']
+    summary = lw.reconcile(pipeline)
+    assert summary["unexplained"] == 0 and summary["stream_step"] == manifest.step
+    assert summary["rows"] == want["rows"] and summary["windows_checked"] == len(toml.drop_duplicates(["key",
+                                                                                                   "window_start"]))
+    assert (tmp_path / "demo-run" / "out" / "reconcile").is_dir()
 
 
 NAMED = """
@@ -313,8 +346,9 @@ def test_an_interval_join_in_python_gives_what_the_toml_join_gives(spark, tmp_pa
             os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
     (tmp_path / "join.toml").write_text(dumps(_plain_copy(s.config)))
     toml = lw.Pipeline.from_toml(tmp_path / "join.toml")
-    toml_query = toml.start(drain=True, spark=spark)
+    toml_query = toml.start(drain=True)  # on the active session (a user's cluster's): none of its own
     toml_query.await_termination()
+    assert toml_query.engine.spark._jsparkSession.equals(spark._jsparkSession)
 
     def side(name: str) -> lw.Pipeline:
         src = next(t for t in s.config["source"] if t["name"] == name)

@@ -16,7 +16,9 @@
 * ``args``      -- argument checks that name the argument;
 * ``toml_text`` -- the configuration dict written as TOML;
 * ``running``   -- the DataFrame as the engine's source, the query handle (imports pyspark);
-* ``foreach``   -- ``foreach_batch``: the user's function as the last sink (imports pyspark).
+* ``foreach``   -- ``foreach_batch``: the user's function as the last sink (imports pyspark);
+* ``join``      -- ``.interval_join``: the ``[join]`` table of two named streams;
+* ``tools``     -- ``whatif`` and ``reconcile`` over a pipeline object (the CLI's batch tools, in process).
 
 Importing this package does not import pyspark: ``running`` and ``foreach``
 are loaded by ``Pipeline.start``.
@@ -38,6 +40,7 @@ from lowwater.api.specs import (
     session,
     tumbling,
 )
+from lowwater.api.tools import reconcile, whatif
 
 __all__ = [
     "FROM_KAFKA",
@@ -53,7 +56,9 @@ __all__ = [
     "parquet",
     "postgres",
     "punctuated",
+    "reconcile",
     "session",
     "stream",
     "tumbling",
+    "whatif",
 ]

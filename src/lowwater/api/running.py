@@ -107,7 +107,11 @@ def start(pipeline: Pipeline, once: bool, drain: bool, after_drain: bool, spark:
 
 
 def _session(cfg: PipelineConfig) -> SparkSession:
-    """The session a file or Kafka pipeline runs on: ``[spark]``, with the Kafka and Delta jars it needs."""
+    """The session a file or Kafka pipeline runs on: the active one (a user's cluster: its jars are its own,
+    e.g. ``spark.jars.packages``), else one built from ``[spark]`` with the Kafka and Delta jars it needs."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
     from lowwater.io.delta import delta_session
     from lowwater.io.kafka import jars_for
     from lowwater.runtime.session import get_spark

@@ -48,3 +48,8 @@ def _value(v: Any) -> str:  # noqa: ANN401 - any TOML value
         return "{ " + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + " }" if v else "{}"
     msg = f"cannot write {v!r} ({type(v).__name__}) as TOML"
     raise TypeError(msg)
+
+
+def inline(table: dict[str, Any]) -> str:
+    """``table`` as one TOML inline table (``{ strategy = "bounded", ... }``), as ``whatif --compare`` takes one."""
+    return _value(table)

@@ -174,8 +174,11 @@ class KafkaSource:
             return reader.load()
         except AnalysisException as e:
             if "kafka" in str(e).lower() and "find" in str(e).lower():
+                import pyspark
+
                 msg = (f"source.format: Spark has no Kafka connector on its classpath ({str(e).splitlines()[0]}); "
-                       "run scripts/bootstrap.sh or pass the connector with spark.jars.packages")
+                       f"start the session with spark.jars.packages = {CONNECTOR}:{pyspark.__version__} "
+                       "(or run scripts/bootstrap.sh)")
                 raise ConfigError(msg) from None
             raise
 
