@@ -36,7 +36,14 @@ from lowwater.core.lateness import AllowedLateness, Lateness, LatePolicy, classi
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.core.watermarks import BoundedOutOfOrderness, WatermarkStrategy, clip_future
 from lowwater.core.windows import HoppingWindows, TumblingWindows, Window
-from lowwater.time import NEG_INF, POS_INF, to_duration_us
+from lowwater.time import NEG_INF as _NEG_INF
+from lowwater.time import POS_INF as _POS_INF
+from lowwater.time import to_duration_us
+
+NEG_INF: int = _NEG_INF
+"""Minus infinity in µs: the watermark before any row (no window can close)."""
+POS_INF: int = _POS_INF
+"""Plus infinity in µs: the drained watermark (every window closes)."""
 
 __all__ = [
     "NEG_INF",

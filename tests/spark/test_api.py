@@ -367,3 +367,15 @@ def test_an_interval_join_in_python_gives_what_the_toml_join_gives(spark, tmp_pa
     assert not compare(want, expected(s), s) and len(want.joined) == 8
     assert (got.joined, got.too_late, got.counts) == (want.joined, want.too_late, want.counts)
     assert query.summary["join"]["left"]["balanced"] and query.manifest.step >= 2  # several micro-batches
+
+
+def test_the_api_docstring_examples_that_build_from_a_dataframe_run_on_the_session(spark):
+    import doctest
+    import importlib
+
+    from tests.test_api_docs import DOCTEST_FLAGS, SPARK_DOCTESTS
+
+    for name in SPARK_DOCTESTS:  # they build pipelines over a rate source; no query starts
+        failed, attempted = doctest.testmod(importlib.import_module(name), extraglobs={"lw": lw, "spark": spark},
+                                            optionflags=DOCTEST_FLAGS)
+        assert failed == 0 and attempted > 0, name

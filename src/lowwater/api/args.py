@@ -24,7 +24,14 @@ _SPARK = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+([A-Za-z]+)\s*$")
 
 
 def duration(arg: str, value: Any, positive: bool = False) -> str:  # noqa: ANN401 - any duration form
-    """A duration (``"5s"``, ``"1 minute"``, seconds, a ``timedelta``) as the file writes it (``"5s"``)."""
+    """A duration (``"5s"``, ``"1 minute"``, seconds, a ``timedelta``) as the file writes it (``"5s"``).
+
+    >>> duration("tumbling(size=...)", "1 minute"), duration("x", timedelta(seconds=90)), duration("x", 0.5)
+    ('1m', '90s', '500ms')
+    >>> duration("tumbling(size=...)", "a while")
+    Traceback (most recent call last):
+    ValueError: tumbling(size=...): ...
+    """
     if isinstance(value, str) and (m := _SPARK.match(value)) and m.group(2).lower() in _SPARK_UNITS:
         value = f"{m.group(1)}{_SPARK_UNITS[m.group(2).lower()]}"
     if not isinstance(value, str | int | float | timedelta) or isinstance(value, bool):

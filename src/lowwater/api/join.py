@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 
 
 def signed(arg: str, value: Any) -> str:  # noqa: ANN401 - a duration, maybe negative
-    """A join bound: a duration as :func:`~lowwater.api.args.duration` takes, which may be negative (``"-5s"``)."""
+    """A join bound: a duration as :func:`~lowwater.api.args.duration` takes, which may be negative (``"-5s"``).
+
+    >>> signed("between", "-5 seconds"), signed("between", timedelta(minutes=-30)), signed("between", 0)
+    ('-5s', '-30m', '0s')
+    """
     if isinstance(value, str) and value.strip().startswith("-"):
         return "-" + duration(arg, value.strip()[1:])
     if isinstance(value, timedelta) and value < timedelta(0):

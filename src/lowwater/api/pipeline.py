@@ -45,6 +45,7 @@ class _FromKafka:
 
 
 FROM_KAFKA: Any = _FromKafka()
+"""The default of ``lw.stream``'s column roles: the Kafka record's column if the DataFrame has Kafka's."""
 _GENERATOR_KEYS = ("idle_timeout", "partitions", "max_future_skew")  # kept when .watermark() changes the strategy
 
 
@@ -59,9 +60,13 @@ class Pipeline:
     """
 
     data: Mapping[str, Any]
+    """The configuration, section by section, as the TOML file holds it."""
     df: Any = field(default=None, compare=False)
+    """The streaming DataFrame of the source (several sources: a dict by source name)."""
     callbacks: tuple[Callable[..., None], ...] = field(default=(), compare=False)
+    """The ``lw.foreach_batch`` functions."""
     base_dir: str = field(default_factory=os.getcwd)
+    """What relative paths are relative to (a file's: its directory)."""
 
     def __repr__(self) -> str:  # the sections, not their values: output.postgres.url may hold a password
         parts = [f"{k}: {', '.join(f'{x}={y!r}' for x, y in v.items() if x != 'postgres')}"
@@ -203,6 +208,14 @@ class Pipeline:
         ``.watermark(...)``; ``between=("0s", "30m")`` (``lower`` may be negative);
         ``how``: ``inner`` or ``left_outer``; ``columns={"left": [...], "right": [...]}``:
         what ``joined/`` carries besides the keys. The TOML file's ``[join]``.
+
+        >>> rate = spark.readStream.format("rate").load().withColumnRenamed("value", "user")
+        >>> clicks = lw.stream(rate, event_time="timestamp", arrival="timestamp", name="clicks")
+        >>> orders = lw.stream(rate, event_time="timestamp", arrival="timestamp", name="orders")
+        >>> joined = clicks.watermark(lw.bounded("5s")).interval_join(
+        ...     orders.watermark(lw.bounded("1m")), on="user", between=("-5s", "30 minutes"))
+        >>> joined.data["join"]
+        {'left': 'clicks', 'right': 'orders', 'on': ['user'], 'lower': '-5s', 'upper': '30m', 'type': 'inner'}
         """
         from lowwater.api.join import join_table
 
@@ -349,6 +362,13 @@ def stream(
     columns, ``time_zone`` for timestamps written without one. ``name``: the
     source's name (its ``source`` column in late rows and dead letters after a
     :meth:`Pipeline.union`).
+
+    >>> df = spark.readStream.format("rate").load()
+    >>> lw.stream(df, event_time="timestamp", offset="value").data["source"]
+    {'format': 'dataframe', 'event_time': 'timestamp', 'offset': 'value', 'time_unit': 's'}
+    >>> lw.stream(df, event_time="ts")
+    Traceback (most recent call last):
+    ValueError: stream(event_time='ts'): no such column in the DataFrame (its columns: timestamp, value)
     """
     columns = _check_streaming(df)
     kafka = KAFKA_PARTITION in columns and KAFKA_OFFSET in columns

@@ -16,7 +16,15 @@ _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def dumps(data: dict[str, Any]) -> str:
-    """``data`` (section -> table, or ``source`` -> list of tables) as TOML text."""
+    """``data`` (section -> table, or ``source`` -> list of tables) as TOML text.
+
+    >>> print(dumps({"window": {"type": "tumbling", "size": "1m", "aggregations": {"total": "sum(amount)"}}}))
+    [window]
+    type = "tumbling"
+    size = "1m"
+    aggregations = { total = "sum(amount)" }
+    <BLANKLINE>
+    """
     out: list[str] = []
     for section, value in data.items():
         if isinstance(value, list):
