@@ -313,6 +313,10 @@ def test_whatif_and_reconcile_refuse_a_bad_argument_in_one_line_before_spark(tmp
         '"currency": "EUR"}\n')
     files = lw.Pipeline.from_toml(tmp_path / "demo.toml")
     py = demo_pipeline(DataFrame(*DEMO_COLUMNS), tmp_path / "out")
+    (tmp_path / "kafka.toml").write_text('[source]\nformat = "kafka"\nbootstrap_servers = "b:9092"\ntopic = "t"\n'
+                                         'schema = "a DOUBLE"\nevent_time = "a"\n[window]\ntype = "tumbling"\n'
+                                         'size = "10s"\n[output]\npath = "out"\n')
+    kafka = lw.Pipeline.from_toml(tmp_path / "kafka.toml")
     cases = [
         (lambda: lw.whatif("demo.toml"), TypeError, "whatif(pipeline)"),
         (lambda: lw.whatif(py), ValueError, "whatif(log=...): a DataFrame source has no log"),
@@ -325,6 +329,7 @@ def test_whatif_and_reconcile_refuse_a_bad_argument_in_one_line_before_spark(tmp
         (lambda: lw.whatif(files, compare=["sideways 3s"]), ValueError, "whatif(compare=...)"),
         (lambda: lw.whatif(files, log=tmp_path / "nowhere"), ValueError, "INPUT"),
         (lambda: lw.whatif(py, log=tmp_path / "landing", log_format="xml"), ValueError, "source.format"),
+        (lambda: lw.whatif(kafka), ValueError, "whatif(pipeline): a Kafka source is not replayed"),
         (lambda: lw.reconcile(py), ValueError, "reconcile: a DataFrame source has no log to recompute from"),
         (lambda: lw.reconcile(files, since="the other day"), ValueError, "reconcile(since=...): 'the other day'"),
         (lambda: lw.reconcile(files, apply="yes"), TypeError, "reconcile(apply=...)"),

@@ -88,6 +88,10 @@ def whatif(
             raise ValueError(msg)
     texts = [_strategy_text(c) for c in compare]
     src = data.get("source")
+    if any(t.get("format") == "kafka" for t in (src if isinstance(src, list) else [src]) if isinstance(t, dict)):
+        msg = ("whatif(pipeline): a Kafka source is not replayed (its records are not a log of files); replay "
+               "files of them: lw.whatif(lw.stream(df, ...)..., log=...)")
+        raise ValueError(msg)
     if isinstance(src, dict) and src.get("format") == DATAFRAME:
         if log is None:
             msg = "whatif(log=...): a DataFrame source has no log to replay: pass its rows' files (csv/jsonl/parquet)"
