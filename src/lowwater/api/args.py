@@ -82,3 +82,22 @@ def count(arg: str, value: Any) -> int:  # noqa: ANN401
         msg = f"{arg}: expected a positive integer, got {value!r}"
         raise ValueError(msg)
     return value
+
+
+def source_name(value: Any) -> str:  # noqa: ANN401
+    """A source's name (``lw.stream(name=...)``): letters, digits, ``_`` and ``-``."""
+    if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_-]+$", value):
+        msg = f"stream(name=...): {value!r} is not a plain name (letters, digits, _ and -)"
+        raise ValueError(msg)
+    return value
+
+
+def streaming_columns(df: Any) -> list[str]:  # noqa: ANN401
+    """The columns of a streaming DataFrame; one ``TypeError`` for anything else."""
+    if type(df).__name__ != "DataFrame" or not hasattr(df, "isStreaming"):
+        msg = f"stream(df): expected a streaming DataFrame (spark.readStream...load()), got {type(df).__name__}"
+        raise TypeError(msg)
+    if not df.isStreaming:
+        msg = "stream(df): a batch DataFrame; lowwater runs a streaming one (spark.readStream...load())"
+        raise TypeError(msg)
+    return list(df.columns)

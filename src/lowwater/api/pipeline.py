@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from lowwater.api import toml_text
 from lowwater.api.aggs import agg_text
-from lowwater.api.args import choice, duration, names
+from lowwater.api.args import choice, duration, names, source_name, streaming_columns
 from lowwater.api.args import name as column_name
 from lowwater.api.specs import ACCUMULATIONS, LATE_POLICIES, Sink, Watermark, WindowShape
 from lowwater.config import PipelineConfig, apply_overrides, parse_config, resolve
@@ -320,12 +319,12 @@ class Pipeline:
                 msg = f"from_toml(df=...): expected a DataFrame for each of {', '.join(wants)}, got {', '.join(df)}"
                 raise ValueError(msg)
             for frame in df.values():
-                _check_streaming(frame)
+                streaming_columns(frame)
         elif df is not None:
             if len(wants) > 1:
                 msg = f"from_toml(df=...): {p} has several DataFrame sources: pass {{name: DataFrame}}"
                 raise ValueError(msg)
-            _check_streaming(df)
+            streaming_columns(df)
             pipeline = replace(pipeline, df={wants[0]: df})
         pipeline.frames(cfg)
         return pipeline
@@ -370,7 +369,7 @@ def stream(
     Traceback (most recent call last):
     ValueError: stream(event_time='ts'): no such column in the DataFrame (its columns: timestamp, value)
     """
-    columns = _check_streaming(df)
+    columns = streaming_columns(df)
     kafka = KAFKA_PARTITION in columns and KAFKA_OFFSET in columns
     roles = {
         "event_time": event_time,
@@ -382,7 +381,7 @@ def stream(
     arg = {"event_time": "event_time", "partition": "partition", "offset": "offset", "arrival_time": "arrival"}
     source: dict[str, Any] = {"format": DATAFRAME}
     if name is not None:
-        source["name"] = _source_name(name)
+        source["name"] = source_name(name)
     for role, col in roles.items():
         if col is None:
             continue
@@ -395,24 +394,6 @@ def stream(
     if time_zone is not None:
         source["time_zone"] = time_zone
     return Pipeline({"source": source, "watermark": {}}, df=df)
-
-
-def _source_name(value: Any) -> str:  # noqa: ANN401
-    if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_-]+$", value):
-        msg = f"stream(name=...): {value!r} is not a plain name (letters, digits, _ and -)"
-        raise ValueError(msg)
-    return value
-
-
-def _check_streaming(df: Any) -> list[str]:  # noqa: ANN401
-    """The columns of a streaming DataFrame; one ``TypeError`` for anything else."""
-    if type(df).__name__ != "DataFrame" or not hasattr(df, "isStreaming"):
-        msg = f"stream(df): expected a streaming DataFrame (spark.readStream...load()), got {type(df).__name__}"
-        raise TypeError(msg)
-    if not df.isStreaming:
-        msg = "stream(df): a batch DataFrame; lowwater runs a streaming one (spark.readStream...load())"
-        raise TypeError(msg)
-    return list(df.columns)
 
 
 _PATH_KEYS = {"source": ("path",), "output": ("path", "checkpoint"), "observe": ("prometheus_textfile",)}
