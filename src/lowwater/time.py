@@ -22,7 +22,9 @@ import re
 from datetime import UTC, datetime, timedelta
 
 NEG_INF: int = -(2**62)
+"""Minus infinity in µs: the watermark before any row (no window can close)."""
 POS_INF: int = 2**62
+"""Plus infinity in µs: the drained watermark (every window closes)."""
 # The drained (+inf) watermark as written to every output: 2262-04-11T23:47:16.854775Z
 # (pandas.Timestamp.max to the microsecond; every reader -- Spark, pandas, PostgreSQL -- holds it).
 MAX_TIMESTAMP_US: int = 9_223_372_036_854_775

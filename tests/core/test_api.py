@@ -11,9 +11,11 @@ import subprocess
 import sys
 import tomllib
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 import lowwater as lw
 from lowwater.config import ConfigError, check_source_path, load_config, parse_config
@@ -254,3 +256,86 @@ def test_lowwater_run_on_a_dataframe_toml_is_one_line_and_exit_2_before_spark(tm
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.startswith('error: source.format: "dataframe" is a streaming DataFrame handed in from Python')
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def join_sides() -> tuple[lw.Pipeline, lw.Pipeline]:
+    """tests/scenarios/join/bounds_and_outer.yaml's two sources as named streams."""
+    cols = ("partition", "event_time", "arrival_time", "user")
+    return tuple(lw.stream(DataFrame(*cols, extra), event_time="event_time", partition="partition",
+                           arrival="arrival_time", name=name).watermark(lw.bounded("5s"))
+                 for name, extra in (("clicks", "click"), ("orders", "amount")))
+
+
+def test_an_interval_join_is_the_toml_files_join_table(tmp_path):
+    clicks, orders = join_sides()
+    p = clicks.interval_join(orders, on="user", between=("0s", "10 seconds"), how="left_outer",
+                             columns={"left": ["click"], "right": ["amount"]}).write(lw.parquet(tmp_path / "out"))
+    scenario = yaml.safe_load((SCENARIOS / "join" / "bounds_and_outer.yaml").read_text())["config"]
+    want = parse_config({**scenario, "late": {"policy": "side_output"}}, base_dir=tmp_path)
+    got = p.config
+    assert got.join == want.join and got.window == want.window
+    assert [s.watermark for s in got.sources] == [s.watermark for s in want.sources]
+    assert p.data["join"]["lower"] == "0s" and p.data["join"]["upper"] == "10s"
+    assert tomllib.loads(p.to_toml())["join"] == p.data["join"]  # the file's [join] table
+    back = clicks.interval_join(orders, on=["user"], between=("-5s", timedelta(minutes=1))).write(
+        lw.parquet(tmp_path)).config.join
+    assert back is not None and (back.bounds.lower_us, back.bounds.upper_us) == (-5_000_000, 60_000_000)
+
+
+@pytest.mark.parametrize(("build", "error", "names"), [
+    (lambda a, b: a.interval_join(b, on="user", between="10s"), TypeError, "interval_join(between=...)"),
+    (lambda a, b: a.interval_join(b, on=[], between=("0s", "1s")), ValueError, "interval_join(on=...)"),
+    (lambda a, b: a.interval_join(b, on="user", between=("0s", "soon")), ValueError, "(..., upper)"),
+    (lambda a, b: a.interval_join(b, on="user", between=("0s", "1s"), how="full"), ValueError, "interval_join(how"),
+    (lambda a, b: a.interval_join(b, on="user", between=("0s", "1s"), columns={"middle": []}), ValueError,
+     "interval_join(columns=...)"),
+    (lambda a, b: a.interval_join(b.write(lw.parquet("o")), on="user", between=("0s", "1s")), ValueError,
+     "interval_join(other)"),
+    (lambda a, b: a.interval_join(lw.stream(DataFrame("t", "user"), event_time="t"), on="user",
+                                  between=("0s", "1s")), ValueError, "interval_join(other)"),
+    # checks across the two sides: the file's parser, its one line naming the key
+    (lambda a, b: a.interval_join(b, on="user", between=("5s", "1s")).write(lw.parquet("o")).config, ValueError,
+     "join.lower"),
+    (lambda a, b: a.interval_join(b, on="user", between=("0s", "1s")).window(lw.tumbling("1m"))
+     .write(lw.parquet("o")).config, ValueError, "[join] and [window] together"),
+])
+def test_a_bad_join_argument_is_one_error_naming_it(build, error, names):
+    with pytest.raises(error) as e:
+        build(*join_sides())
+    assert names in str(e.value) and "\n" not in str(e.value)
+
+
+def test_whatif_and_reconcile_refuse_a_bad_argument_in_one_line_before_spark(tmp_path):
+    (tmp_path / "demo.toml").write_text(_CONFIG.format(partitions="0"))
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "part-0.jsonl").write_text(
+        '{"partition": 0, "offset": 0, "event_time": 1.0, "arrival_time": 1.0, "key": "a", "amount": 1.0, '
+        '"currency": "EUR"}\n')
+    files = lw.Pipeline.from_toml(tmp_path / "demo.toml")
+    py = demo_pipeline(DataFrame(*DEMO_COLUMNS), tmp_path / "out")
+    (tmp_path / "kafka.toml").write_text('[source]\nformat = "kafka"\nbootstrap_servers = "b:9092"\ntopic = "t"\n'
+                                         'schema = "a DOUBLE"\nevent_time = "a"\n[window]\ntype = "tumbling"\n'
+                                         'size = "10s"\n[output]\npath = "out"\n')
+    kafka = lw.Pipeline.from_toml(tmp_path / "kafka.toml")
+    cases = [
+        (lambda: lw.whatif("demo.toml"), TypeError, "whatif(pipeline)"),
+        (lambda: lw.whatif(py), ValueError, "whatif(log=...): a DataFrame source has no log"),
+        (lambda: lw.whatif(files, lateness="soon"), ValueError, "whatif(lateness=...)"),
+        (lambda: lw.whatif(files, lateness=[]), ValueError, "whatif(lateness=...)"),
+        (lambda: lw.whatif(files, grace=["0s", "-1s"]), ValueError, "whatif(grace=...)"),
+        (lambda: lw.whatif(files, target_completeness=99.9), ValueError, "(99.9% is 0.999)"),
+        (lambda: lw.whatif(files, latency_budget="0s"), ValueError, "whatif(latency_budget=...)"),
+        (lambda: lw.whatif(files, compare=[42]), TypeError, "whatif(compare=...)"),
+        (lambda: lw.whatif(files, compare=["sideways 3s"]), ValueError, "whatif(compare=...)"),
+        (lambda: lw.whatif(files, log=tmp_path / "nowhere"), ValueError, "INPUT"),
+        (lambda: lw.whatif(py, log=tmp_path / "landing", log_format="xml"), ValueError, "source.format"),
+        (lambda: lw.whatif(kafka), ValueError, "whatif(pipeline): a Kafka source is not replayed"),
+        (lambda: lw.reconcile(py), ValueError, "reconcile: a DataFrame source has no log to recompute from"),
+        (lambda: lw.reconcile(files, since="the other day"), ValueError, "reconcile(since=...): 'the other day'"),
+        (lambda: lw.reconcile(files, apply="yes"), TypeError, "reconcile(apply=...)"),
+        (lambda: lw.reconcile(files.window(lw.tumbling("1m"), key="nokey")), ValueError, "nokey"),
+    ]
+    for build, error, text in cases:
+        with pytest.raises(error) as e:
+            build()
+        assert text in str(e.value) and "\n" not in str(e.value), (text, str(e.value))

@@ -10,6 +10,7 @@ accounting must be the same.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -169,7 +170,8 @@ def test_the_readme_quickstart_runs_and_prints_the_demos_numbers(spark, tmp_path
 
     cfg = write_demo(tmp_path / "demo-run", PaymentsSpec(duration_s=40, rate_per_s=20))  # what demo.sh writes
     demo = Engine(load_config(cfg), spark)
-    want = demo.summary(demo.run(drain=True))
+    manifest = demo.run(drain=True)
+    want = demo.summary(manifest)
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     code = readme.split("## Python API", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)  # Python's paths; Spark's JVM started elsewhere, so its paths are made absolute:
@@ -182,6 +184,38 @@ def test_the_readme_quickstart_runs_and_prints_the_demos_numbers(spark, tmp_path
     toml = pd.read_parquet(tmp_path / "demo-run" / "out" / "results").drop(columns="batch_id")
     order = ["key", "window_start", "kind", "revision"]
     pd.testing.assert_frame_equal(py.sort_values(order, ignore_index=True), toml.sort_values(order, ignore_index=True))
+
+    # lw.whatif and lw.reconcile take the pipeline object (the TOML one; the Python one with its log), in this
+    # process, on the active session: what `lowwater whatif --config` and `lowwater reconcile` compute
+    from lowwater.advisor.advice import advise
+    from lowwater.advisor.replay_config import replay_config
+    from lowwater.advisor.whatif import SweepSpec, run_whatif
+
+    pipeline = lw.Pipeline.from_toml(cfg)
+    five = lw.tumbling("5s")  # windows that fire within the demo's 40 s (its own are a minute)
+    grid = lw.whatif(pipeline.window(five, key="key"), lateness=["0s", "2s", "5s"], grace="2s",
+                     target_completeness=0.9)
+    spec = SweepSpec([0, 2_000_000, 5_000_000], [2_000_000])
+    cli = run_whatif(spark, replay_config(None, cfg, None, None, None, None, None, None, None, "5s", None, None,
+                                          None), spec)
+    assert grid["results"] == cli and len(cli) == 3 and grid["compared"] == []
+    assert grid["advice"] == advise(cli, 0.9, None, 30.0) and grid["advice"].startswith("Smallest L")
+    python = (lw.stream(namespace["payments"], event_time="event_time", partition="partition", offset="offset",
+                        arrival="arrival_time")
+              .watermark(lw.bounded("5s").with_idleness("30s").with_partitions(*range(8)))
+              .window(five, key="key").write(lw.parquet(tmp_path / "unused")))
+    again = lw.whatif(python, lateness=["0s", "2s", "5s"], grace="2s", log=tmp_path / "demo-run" / "landing",
+                      compare=[lw.adaptive(0.99, over="1m")])
+    batching = "peak_open_windows"  # the TOML source reads 3 files a micro-batch, the DataFrame's files all at once
+    assert [{k: v for k, v in r.items() if k != batching} for r in again["results"]] == [
+        {k: v for k, v in r.items() if k != batching} for r in cli]
+    assert [r["strategy"] for r in again["compared"]] == [
+        '{ strategy = "adaptive", target_quantile = 0.99, over = "1m" }']
+    summary = lw.reconcile(pipeline)
+    assert summary["unexplained"] == 0 and summary["stream_step"] == manifest.step
+    assert summary["rows"] == want["rows"] and summary["windows_checked"] == len(toml.drop_duplicates(["key",
+                                                                                                   "window_start"]))
+    assert (tmp_path / "demo-run" / "out" / "reconcile").is_dir()
 
 
 NAMED = """
@@ -294,3 +328,54 @@ def test_the_handle_raises_the_engines_failure_and_ctrl_c_asks_for_a_stop_after_
         running.await_termination()
     thread.join(30)
     assert stop.is_set() and running.manifest == "manifest"
+
+
+def test_an_interval_join_in_python_gives_what_the_toml_join_gives(spark, tmp_path):
+    # tests/scenarios/join/bounds_and_outer.yaml (test_join.py's first case): clicks in five files, orders in
+    # three. TOML: `[join]` reading the landing directories; Python: the same files as streaming DataFrames,
+    # three files a micro-batch (Spark's file source takes them in modification-time order), joined with
+    # .interval_join.
+    from lowwater.api.toml_text import dumps
+    from lowwater.testing.join_scenarios import _observed, compare, expected, load_join
+    from lowwater.testing.scenario_files import _plain_copy
+    from lowwater.testing.scenario_spark import land_inputs
+
+    s = load_join(Path(__file__).parent.parent / "scenarios" / "join" / "bounds_and_outer.yaml")
+    for files in land_inputs(s, s.pipeline(base_dir=tmp_path), s.cuts[1]).values():
+        for i, f in enumerate(files):
+            os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
+    (tmp_path / "join.toml").write_text(dumps(_plain_copy(s.config)))
+    toml = lw.Pipeline.from_toml(tmp_path / "join.toml")
+    toml_query = toml.start(drain=True)  # on the active session (a user's cluster's): none of its own
+    toml_query.await_termination()
+    assert toml_query.engine.spark._jsparkSession.equals(spark._jsparkSession)
+
+    def side(name: str) -> lw.Pipeline:
+        src = next(t for t in s.config["source"] if t["name"] == name)
+        df = spark.readStream.option("maxFilesPerTrigger", 3).schema(src["schema"]).json(str(tmp_path / src["path"]))
+        return lw.stream(df, event_time="event_time", partition="partition", arrival="arrival_time",
+                         name=name).watermark(lw.bounded("5s"))
+
+    py = (side("clicks").interval_join(side("orders"), on="user", between=("0s", "10s"), how="left_outer",
+                                       columns={"left": ["click"], "right": ["amount"]})
+          .write(lw.parquet(tmp_path / "py")))
+    assert py.config.join == toml.config.join
+    query = py.start(drain=True)
+    query.await_termination()
+    got = _observed(spark, py.config, tmp_path / "py", query.summary)
+    want = _observed(spark, toml.config, tmp_path / "out", toml_query.summary)
+    assert not compare(want, expected(s), s) and len(want.joined) == 8
+    assert (got.joined, got.too_late, got.counts) == (want.joined, want.too_late, want.counts)
+    assert query.summary["join"]["left"]["balanced"] and query.manifest.step >= 2  # several micro-batches
+
+
+def test_the_api_docstring_examples_that_build_from_a_dataframe_run_on_the_session(spark):
+    import doctest
+    import importlib
+
+    from tests.test_api_docs import DOCTEST_FLAGS, SPARK_DOCTESTS
+
+    for name in SPARK_DOCTESTS:  # they build pipelines over a rate source; no query starts
+        failed, attempted = doctest.testmod(importlib.import_module(name), extraglobs={"lw": lw, "spark": spark},
+                                            optionflags=DOCTEST_FLAGS)
+        assert failed == 0 and attempted > 0, name

@@ -133,6 +133,27 @@ def advise(
     return "\n".join(lines)
 
 
+def completeness_error(target: float) -> str | None:
+    """Why ``target`` is not a completeness target (a fraction in (0, 1]), or ``None`` if it is one."""
+    if 0 < target <= 1:
+        return None
+    hint = f" ({target:g}% is {target / 100:g})" if 1 < target <= 100 else ""
+    return f"expected a fraction in (0, 1]{hint}"
+
+
+def advice_for(
+    results: list[dict], idle_timeouts_us: list[int | None], target_completeness: float | None,
+    latency_budget_s: float | None,
+) -> str | None:
+    """What ``lowwater whatif`` prints under its tables: the advice when a target is given, else why nothing
+    fired (or ``None``). ``idle_timeouts_us``: each source's; the longest is how long a quiet partition holds W."""
+    idles = [t for t in idle_timeouts_us if t is not None]
+    idle = max(idles) / 1e6 if idles else None
+    if target_completeness is not None or latency_budget_s is not None:
+        return advise(results, target_completeness, latency_budget_s, idle)
+    return nothing_fired(results)
+
+
 def _no_candidate(
     results: list[dict],
     target_completeness: float | None,

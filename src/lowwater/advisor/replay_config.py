@@ -140,8 +140,23 @@ def replay_config(
     ``several``: whether the command reads several sources (``whatif``) or one (``delays``).
     """
     data, base = _load(config)
-    flags = {"format": fmt, "event_time": event_time, "arrival_time": arrival_time, "partition": partition,
-             "offset": offset, "time_unit": time_unit}
+    options = {"format": fmt, "event_time": event_time, "arrival_time": arrival_time, "partition": partition,
+               "offset": offset, "time_unit": time_unit, "key": key, "window": window, "slide": slide,
+               "idle_timeout": idle_timeout, "partitions": partitions, "gap": gap}
+    return replay_of(data, base, input_path, options, several)
+
+
+REPLAY_FLAGS = ("format", "event_time", "arrival_time", "partition", "offset", "time_unit")
+
+
+def replay_of(data: dict[str, Any], base: Path, input_path: str | None, options: dict[str, str | None],
+              several: bool = True) -> PipelineConfig:
+    """:func:`replay_config` of a configuration dict (the file's, or a Python pipeline's: changed in place).
+
+    ``options``: the flags by :func:`replay_config`'s names without ``fmt`` (``format``); a missing one is unset.
+    """
+    flags = {k: options.get(k) for k in REPLAY_FLAGS}
+    idle_timeout, partitions = options.get("idle_timeout"), options.get("partitions")
     tables = data.get("source")
     if isinstance(tables, list) and len(tables) > 1 and all(isinstance(t, dict) for t in tables):
         names = ", ".join(str(t.get("name", "?")) for t in tables)
@@ -166,7 +181,8 @@ def replay_config(
         if not isinstance(src, dict):
             raise ConfigError("[source] must be a table, or [[source]] tables (one per source)")
         _one_log(src, data.setdefault("watermark", {}), input_path, base, flags, idle_timeout, partitions)
-    _window(data.setdefault("window", {}), window, slide, gap, key)
+    _window(data.setdefault("window", {}), options.get("window"), options.get("slide"), options.get("gap"),
+            options.get("key"))
     data.setdefault("output", {"path": "whatif-unused"})
     data.pop("late", None)
     return parse_config(data, base_dir=base)

@@ -24,7 +24,14 @@ _SPARK = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+([A-Za-z]+)\s*$")
 
 
 def duration(arg: str, value: Any, positive: bool = False) -> str:  # noqa: ANN401 - any duration form
-    """A duration (``"5s"``, ``"1 minute"``, seconds, a ``timedelta``) as the file writes it (``"5s"``)."""
+    """A duration (``"5s"``, ``"1 minute"``, seconds, a ``timedelta``) as the file writes it (``"5s"``).
+
+    >>> duration("tumbling(size=...)", "1 minute"), duration("x", timedelta(seconds=90)), duration("x", 0.5)
+    ('1m', '90s', '500ms')
+    >>> duration("tumbling(size=...)", "a while")
+    Traceback (most recent call last):
+    ValueError: tumbling(size=...): ...
+    """
     if isinstance(value, str) and (m := _SPARK.match(value)) and m.group(2).lower() in _SPARK_UNITS:
         value = f"{m.group(1)}{_SPARK_UNITS[m.group(2).lower()]}"
     if not isinstance(value, str | int | float | timedelta) or isinstance(value, bool):
@@ -75,3 +82,22 @@ def count(arg: str, value: Any) -> int:  # noqa: ANN401
         msg = f"{arg}: expected a positive integer, got {value!r}"
         raise ValueError(msg)
     return value
+
+
+def source_name(value: Any) -> str:  # noqa: ANN401
+    """A source's name (``lw.stream(name=...)``): letters, digits, ``_`` and ``-``."""
+    if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_-]+$", value):
+        msg = f"stream(name=...): {value!r} is not a plain name (letters, digits, _ and -)"
+        raise ValueError(msg)
+    return value
+
+
+def streaming_columns(df: Any) -> list[str]:  # noqa: ANN401
+    """The columns of a streaming DataFrame; one ``TypeError`` for anything else."""
+    if type(df).__name__ != "DataFrame" or not hasattr(df, "isStreaming"):
+        msg = f"stream(df): expected a streaming DataFrame (spark.readStream...load()), got {type(df).__name__}"
+        raise TypeError(msg)
+    if not df.isStreaming:
+        msg = "stream(df): a batch DataFrame; lowwater runs a streaming one (spark.readStream...load())"
+        raise TypeError(msg)
+    return list(df.columns)

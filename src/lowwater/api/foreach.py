@@ -24,6 +24,7 @@ from pyspark.sql.types import StructType
 
 from lowwater.io.outputs import EMPTY_STEP, ParquetOutputs
 
+__all__ = ["StepBatch"]  # what a user's function gets (the API reference's page); the sink is Pipeline.start's
 FRAMES = ("results", "late", "dead_letter")
 
 
@@ -39,14 +40,21 @@ class StepBatch:
     """
 
     step: int
+    """lowwater's step id: the same when a step is replayed after a crash (write idempotently by it)."""
     spark_batch: int
+    """Spark's batch id of the micro-batch."""
     results: DataFrame
+    """Every emission of the step (``kind``: final, revision, retraction, early)."""
     late: DataFrame
+    """The step's too-late rows, with their watermark, window and reason."""
     dead_letter: DataFrame
+    """The step's rows that could not be read, with why."""
     metrics: dict[str, Any]
+    """The step's metrics row: watermarks, lag, counts."""
 
     @property
     def revisions(self) -> DataFrame:
+        """The revisions and retractions among :attr:`results`."""
         return self.results.filter(F.col("kind").isin("revision", "retraction"))
 
 

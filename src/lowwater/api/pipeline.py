@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from lowwater.api import toml_text
 from lowwater.api.aggs import agg_text
-from lowwater.api.args import choice, duration, names
+from lowwater.api.args import choice, duration, names, source_name, streaming_columns
 from lowwater.api.args import name as column_name
 from lowwater.api.specs import ACCUMULATIONS, LATE_POLICIES, Sink, Watermark, WindowShape
 from lowwater.config import PipelineConfig, apply_overrides, parse_config, resolve
@@ -45,6 +44,7 @@ class _FromKafka:
 
 
 FROM_KAFKA: Any = _FromKafka()
+"""The default of ``lw.stream``'s column roles: the Kafka record's column if the DataFrame has Kafka's."""
 _GENERATOR_KEYS = ("idle_timeout", "partitions", "max_future_skew")  # kept when .watermark() changes the strategy
 
 
@@ -59,9 +59,13 @@ class Pipeline:
     """
 
     data: Mapping[str, Any]
+    """The configuration, section by section, as the TOML file holds it."""
     df: Any = field(default=None, compare=False)
+    """The streaming DataFrame of the source (several sources: a dict by source name)."""
     callbacks: tuple[Callable[..., None], ...] = field(default=(), compare=False)
+    """The ``lw.foreach_batch`` functions."""
     base_dir: str = field(default_factory=os.getcwd)
+    """What relative paths are relative to (a file's: its directory)."""
 
     def __repr__(self) -> str:  # the sections, not their values: output.postgres.url may hold a password
         parts = [f"{k}: {', '.join(f'{x}={y!r}' for x, y in v.items() if x != 'postgres')}"
@@ -193,6 +197,32 @@ class Pipeline:
         data["source"] = tables
         return replace(self, data=data, df=frames)
 
+    def interval_join(
+        self, other: Pipeline, on: str | list[str], between: tuple[Any, Any], how: str = "inner",
+        columns: Mapping[str, list[str]] | None = None,
+    ) -> Pipeline:
+        """Pairs of this stream's and ``other``'s rows with equal ``on`` keys and ``lower <= right - left <= upper``.
+
+        Each side is a named ``lw.stream(df, ..., name=...)`` with its own
+        ``.watermark(...)``; ``between=("0s", "30m")`` (``lower`` may be negative);
+        ``how``: ``inner`` or ``left_outer``; ``columns={"left": [...], "right": [...]}``:
+        what ``joined/`` carries besides the keys. The TOML file's ``[join]``.
+
+        >>> rate = spark.readStream.format("rate").load().withColumnRenamed("value", "user")
+        >>> clicks = lw.stream(rate, event_time="timestamp", arrival="timestamp", name="clicks")
+        >>> orders = lw.stream(rate, event_time="timestamp", arrival="timestamp", name="orders")
+        >>> joined = clicks.watermark(lw.bounded("5s")).interval_join(
+        ...     orders.watermark(lw.bounded("1m")), on="user", between=("-5s", "30 minutes"))
+        >>> joined.data["join"]
+        {'left': 'clicks', 'right': 'orders', 'on': ['user'], 'lower': '-5s', 'upper': '30m', 'type': 'inner'}
+        """
+        from lowwater.api.join import join_table
+
+        table = join_table(self, other, on, between, how, columns)
+        data = copy.deepcopy(dict((joined := self.union(other)).data))
+        data["join"] = table
+        return replace(joined, data=data)
+
     def _named_tables(self, arg: str) -> list[dict[str, Any]]:
         """This pipeline's sources as ``[[source]]`` tables (each with its watermark): each needs a name."""
         src = self.data["source"]
@@ -289,12 +319,12 @@ class Pipeline:
                 msg = f"from_toml(df=...): expected a DataFrame for each of {', '.join(wants)}, got {', '.join(df)}"
                 raise ValueError(msg)
             for frame in df.values():
-                _check_streaming(frame)
+                streaming_columns(frame)
         elif df is not None:
             if len(wants) > 1:
                 msg = f"from_toml(df=...): {p} has several DataFrame sources: pass {{name: DataFrame}}"
                 raise ValueError(msg)
-            _check_streaming(df)
+            streaming_columns(df)
             pipeline = replace(pipeline, df={wants[0]: df})
         pipeline.frames(cfg)
         return pipeline
@@ -331,8 +361,15 @@ def stream(
     columns, ``time_zone`` for timestamps written without one. ``name``: the
     source's name (its ``source`` column in late rows and dead letters after a
     :meth:`Pipeline.union`).
+
+    >>> df = spark.readStream.format("rate").load()
+    >>> lw.stream(df, event_time="timestamp", offset="value").data["source"]
+    {'format': 'dataframe', 'event_time': 'timestamp', 'offset': 'value', 'time_unit': 's'}
+    >>> lw.stream(df, event_time="ts")
+    Traceback (most recent call last):
+    ValueError: stream(event_time='ts'): no such column in the DataFrame (its columns: timestamp, value)
     """
-    columns = _check_streaming(df)
+    columns = streaming_columns(df)
     kafka = KAFKA_PARTITION in columns and KAFKA_OFFSET in columns
     roles = {
         "event_time": event_time,
@@ -344,7 +381,7 @@ def stream(
     arg = {"event_time": "event_time", "partition": "partition", "offset": "offset", "arrival_time": "arrival"}
     source: dict[str, Any] = {"format": DATAFRAME}
     if name is not None:
-        source["name"] = _source_name(name)
+        source["name"] = source_name(name)
     for role, col in roles.items():
         if col is None:
             continue
@@ -357,24 +394,6 @@ def stream(
     if time_zone is not None:
         source["time_zone"] = time_zone
     return Pipeline({"source": source, "watermark": {}}, df=df)
-
-
-def _source_name(value: Any) -> str:  # noqa: ANN401
-    if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_-]+$", value):
-        msg = f"stream(name=...): {value!r} is not a plain name (letters, digits, _ and -)"
-        raise ValueError(msg)
-    return value
-
-
-def _check_streaming(df: Any) -> list[str]:  # noqa: ANN401
-    """The columns of a streaming DataFrame; one ``TypeError`` for anything else."""
-    if type(df).__name__ != "DataFrame" or not hasattr(df, "isStreaming"):
-        msg = f"stream(df): expected a streaming DataFrame (spark.readStream...load()), got {type(df).__name__}"
-        raise TypeError(msg)
-    if not df.isStreaming:
-        msg = "stream(df): a batch DataFrame; lowwater runs a streaming one (spark.readStream...load())"
-        raise TypeError(msg)
-    return list(df.columns)
 
 
 _PATH_KEYS = {"source": ("path",), "output": ("path", "checkpoint"), "observe": ("prometheus_textfile",)}

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from lowwater.spark.engine import Engine
 
 
+__all__ = ["LowwaterQuery"]  # what a user holds (the API reference's page); the rest is Pipeline.start's
+
+
 def _ordered(df: DataFrame) -> DataFrame:
     """A DataFrame's rows with the source-order columns of a file's: no file (null ``source_file``), one block."""
     return df.select("*", F.lit(None).cast("string").alias("_file"), F.lit(0).cast("long").alias("_block"))
@@ -107,7 +110,11 @@ def start(pipeline: Pipeline, once: bool, drain: bool, after_drain: bool, spark:
 
 
 def _session(cfg: PipelineConfig) -> SparkSession:
-    """The session a file or Kafka pipeline runs on: ``[spark]``, with the Kafka and Delta jars it needs."""
+    """The session a file or Kafka pipeline runs on: the active one (a user's cluster: its jars are its own,
+    e.g. ``spark.jars.packages``), else one built from ``[spark]`` with the Kafka and Delta jars it needs."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
     from lowwater.io.delta import delta_session
     from lowwater.io.kafka import jars_for
     from lowwater.runtime.session import get_spark
@@ -127,9 +134,12 @@ class LowwaterQuery:
 
     def __init__(self, engine: Engine, once: bool, drain: bool) -> None:
         self.engine = engine
+        """The engine running the pipeline."""
         self.recent_progress: list[dict[str, Any]] = []
+        """The last 100 steps' progress (:attr:`last_progress` is the last)."""
         self._error: BaseException | None = None
         self.manifest = None
+        """The last manifest committed, once the query has ended (its ``totals``, ``step``)."""
         engine.observers.hooks.append(self._on_step)
         self._thread = threading.Thread(target=self._run, args=(once, drain), name="lowwater-query", daemon=True)
         self._thread.start()
@@ -145,10 +155,12 @@ class LowwaterQuery:
 
     @property
     def last_progress(self) -> dict[str, Any] | None:
+        """The last committed step's metrics row with ``step`` and the running ``totals`` (``None`` before one)."""
         return self.recent_progress[-1] if self.recent_progress else None
 
     @property
     def is_active(self) -> bool:
+        """Whether the query is still running."""
         return self._thread.is_alive()
 
     @property
@@ -163,10 +175,12 @@ class LowwaterQuery:
 
     @property
     def id(self) -> str | None:  # noqa: A003 - StreamingQuery's name
+        """Spark's query id (``None`` before the query started)."""
         q = self.engine.query
         return None if q is None else str(q.id)
 
     def exception(self) -> BaseException | None:
+        """The failure that ended the query, if any."""
         return self._error
 
     def await_termination(self, timeout: float | None = None) -> bool | None:
@@ -213,12 +227,15 @@ class LowwaterQuery:
 
     @property
     def lastProgress(self) -> dict[str, Any] | None:  # noqa: N802
+        """Spark's name for :attr:`last_progress`."""
         return self.last_progress
 
     @property
     def recentProgress(self) -> list[dict[str, Any]]:  # noqa: N802
+        """Spark's name for :attr:`recent_progress`."""
         return self.recent_progress
 
     @property
     def isActive(self) -> bool:  # noqa: N802
+        """Spark's name for :attr:`is_active`."""
         return self.is_active

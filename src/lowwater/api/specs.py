@@ -3,7 +3,7 @@
 Each holds the TOML table the configuration file would hold for it, so the
 pipeline the API builds is parsed by the same code as the file's
 (``config/``): one model, two front doors. Each is checked where it is made:
-a wrong argument is one error naming it.
+a wrong argument is one error naming it. The examples assume ``import lowwater as lw``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class Watermark:
     """A watermark strategy: ``lw.bounded``, ``lw.punctuated`` or ``lw.adaptive``, then ``.with_*`` options."""
 
     table: tuple[tuple[str, Any], ...]
+    """The ``[watermark]`` keys the file would hold."""
 
     def __post_init__(self) -> None:
         parse_strategy(dict(self.table), "watermark")  # the core's own checks (core/watermarks/builder.py)
@@ -34,11 +35,19 @@ class Watermark:
         return Watermark(tuple({**dict(self.table), **keys}.items()))
 
     def with_idleness(self, timeout: Any) -> Watermark:  # noqa: ANN401 - a duration
-        """A partition silent for ``timeout`` (on the arrival clock) leaves the min until it produces again."""
+        """A partition silent for ``timeout`` (on the arrival clock) leaves the min until it produces again.
+
+        >>> lw.bounded("5s").with_idleness("1 minute").table
+        (('strategy', 'bounded'), ('max_out_of_orderness', '5s'), ('idle_timeout', '1m'))
+        """
         return self._with(idle_timeout=duration("with_idleness(timeout=...)", timeout, positive=True))
 
     def with_partitions(self, *partitions: Any) -> Watermark:  # noqa: ANN401
-        """Declared partitions: ``W`` is undefined until every one of them has reported."""
+        """Declared partitions: ``W`` is undefined until every one of them has reported.
+
+        >>> dict(lw.bounded("2s").with_partitions(0, 1, 2, 3).table)["partitions"]
+        [0, 1, 2, 3]
+        """
         if not partitions:
             msg = "with_partitions(*partitions): name at least one partition"
             raise ValueError(msg)
@@ -46,7 +55,16 @@ class Watermark:
 
 
 def bounded(max_out_of_orderness: Any = "0s", by_partition: dict[Any, Any] | None = None) -> Watermark:  # noqa: ANN401
-    """``W_p = max(event_time) - max_out_of_orderness`` (Flink's ``forBoundedOutOfOrderness``)."""
+    """``W_p = max(event_time) - max_out_of_orderness`` (Flink's ``forBoundedOutOfOrderness``).
+
+    ``by_partition``: another bound for some partitions.
+
+    >>> dict(lw.bounded("5s", by_partition={3: "30s"}).table)
+    {'strategy': 'bounded', 'max_out_of_orderness': '5s', 'out_of_orderness_by_partition': {'3': '30s'}}
+    >>> lw.bounded("-5s")
+    Traceback (most recent call last):
+    ValueError: bounded(max_out_of_orderness=...): not a duration: '-5s' (write e.g. "10s", "250ms", "5m", "1h")
+    """
     table: dict[str, Any] = {
         "strategy": "bounded",
         "max_out_of_orderness": duration("bounded(max_out_of_orderness=...)", max_out_of_orderness),
@@ -58,7 +76,11 @@ def bounded(max_out_of_orderness: Any = "0s", by_partition: dict[Any, Any] | Non
 
 
 def punctuated(marker: str) -> Watermark:
-    """``W_p`` moves on marker rows only: a row whose boolean ``marker`` column is true proves its event time."""
+    """``W_p`` moves on marker rows only: a row whose boolean ``marker`` column is true proves its event time.
+
+    >>> dict(lw.punctuated(marker="is_marker").table)
+    {'strategy': 'punctuated', 'marker': 'is_marker'}
+    """
     return Watermark(_table({"strategy": "punctuated", "marker": name("punctuated(marker=...)", marker)}))
 
 
@@ -66,7 +88,14 @@ def adaptive(
     target_quantile: float = 0.999, rows: int | None = None, over: Any = None,  # noqa: ANN401
     min_lateness: Any = None, max_lateness: Any = None,  # noqa: ANN401
 ) -> Watermark:
-    """``W_p = max(event_time) - L``, ``L`` the quantile of recent ``arrival - event`` delays (needs ``arrival``)."""
+    """``W_p = max(event_time) - L``, ``L`` the quantile of recent ``arrival - event`` delays (needs ``arrival``).
+
+    ``rows`` or ``over``: how many recent rows, or how much recent arrival time,
+    the quantile is taken over; ``min_lateness``/``max_lateness``: bounds on ``L``.
+
+    >>> dict(lw.adaptive(0.999, over="10 minutes", max_lateness="2m").table)
+    {'strategy': 'adaptive', 'target_quantile': 0.999, 'over': '10m', 'max_lateness': '2m'}
+    """
     if not isinstance(target_quantile, int | float) or isinstance(target_quantile, bool):
         msg = f"adaptive(target_quantile=...): expected a number in (0, 1], got {target_quantile!r}"
         raise TypeError(msg)
@@ -85,10 +114,15 @@ class WindowShape:
     """A window assigner: ``lw.tumbling``, ``lw.hopping`` or ``lw.session``."""
 
     table: tuple[tuple[str, Any], ...]
+    """The ``[window]`` keys the file would hold."""
 
 
 def tumbling(size: Any, offset: Any = None) -> WindowShape:  # noqa: ANN401
-    """Fixed, non-overlapping windows ``[k*size + offset, (k+1)*size + offset)``."""
+    """Fixed, non-overlapping windows ``[k*size + offset, (k+1)*size + offset)``.
+
+    >>> lw.tumbling("1 minute")
+    WindowShape(table=(('type', 'tumbling'), ('size', '1m')))
+    """
     return WindowShape(_table({
         "type": "tumbling", "size": duration("tumbling(size=...)", size, positive=True),
         "offset": None if offset is None else duration("tumbling(offset=...)", offset),
@@ -96,7 +130,14 @@ def tumbling(size: Any, offset: Any = None) -> WindowShape:  # noqa: ANN401
 
 
 def hopping(size: Any, slide: Any, offset: Any = None) -> WindowShape:  # noqa: ANN401
-    """Overlapping windows of ``size`` starting every ``slide`` (``slide`` divides ``size``)."""
+    """Overlapping windows of ``size`` starting every ``slide`` (``slide`` divides ``size``).
+
+    >>> lw.hopping("10 minutes", "5 minutes").table
+    (('type', 'hopping'), ('size', '10m'), ('slide', '5m'))
+    >>> lw.hopping("10m", "3m")
+    Traceback (most recent call last):
+    ValueError: hopping(slide=...): '3m' must divide size '10m'
+    """
     size_t = duration("hopping(size=...)", size, positive=True)
     slide_t = duration("hopping(slide=...)", slide, positive=True)
     from lowwater.time import to_duration_us
@@ -111,7 +152,11 @@ def hopping(size: Any, slide: Any, offset: Any = None) -> WindowShape:  # noqa: 
 
 
 def session(gap: Any) -> WindowShape:  # noqa: ANN401
-    """A key's rows closer than ``gap`` form one session ``[first, last + gap)``."""
+    """A key's rows closer than ``gap`` form one session ``[first, last + gap)``.
+
+    >>> lw.session(gap="30s")
+    WindowShape(table=(('type', 'session'), ('gap', '30s')))
+    """
     return WindowShape(_table({"type": "session", "gap": duration("session(gap=...)", gap, positive=True)}))
 
 
@@ -123,14 +168,22 @@ LATE_POLICIES = ("side_output", "drop")
 class Sink:
     """Where results go: ``lw.parquet``, ``lw.delta``, ``lw.postgres`` or ``lw.foreach_batch``."""
 
-    kind: str  # parquet | delta | postgres | foreach_batch
+    kind: str
+    """``parquet``, ``delta``, ``postgres`` or ``foreach_batch``."""
     path: str | None = None
+    """The output path (``[output] path``), if this sink names one."""
     postgres: tuple[tuple[str, Any], ...] = field(default=(), repr=False)  # the URL may hold a password
+    """The ``[output.postgres]`` keys."""
     callback: Callable[..., None] | None = field(default=None, compare=False)
+    """``lw.foreach_batch``'s function."""
 
 
 def parquet(path: str | os.PathLike[str]) -> Sink:
-    """Results, late rows, dead letters and metrics as Parquet under ``path`` (one directory per step)."""
+    """Results, late rows, dead letters and metrics as Parquet under ``path`` (one directory per step).
+
+    >>> lw.parquet("s3a://bucket/payments")
+    Sink(kind='parquet', path='s3a://bucket/payments', callback=None)
+    """
     return Sink("parquet", _path("parquet(path=...)", path))
 
 
@@ -140,7 +193,14 @@ def delta(path: str | os.PathLike[str]) -> Sink:
 
 
 def postgres(url: str, path: str | os.PathLike[str] | None = None, schema: str = "public", **tables: str) -> Sink:
-    """Also delivered to PostgreSQL, exactly once per step; ``tables``: ``results_table=...`` and the others."""
+    """Also delivered to PostgreSQL, exactly once per step; ``tables``: ``results_table=...`` and the others.
+
+    >>> lw.postgres("postgresql://lowwater:secret@db:5432/metrics", results_table="payments").kind
+    'postgres'
+    >>> lw.postgres("mysql://db/metrics")
+    Traceback (most recent call last):
+    ValueError: postgres(url=...): expected postgresql://user:password@host:port/database
+    """
     if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
         msg = "postgres(url=...): expected postgresql://user:password@host:port/database"
         raise ValueError(msg)
@@ -158,6 +218,11 @@ def foreach_batch(fn: Callable[..., None]) -> Sink:
     It runs before the step commits; a step replayed after a crash calls it
     again with the same ``batch.step``, so a callback that replaces what it
     wrote for that step id is exactly-once (``api/foreach.py``).
+
+    >>> def save(batch):  # replaces what an earlier try of this step wrote
+    ...     batch.results.write.mode("overwrite").parquet(f"/data/payments/step={batch.step}")
+    >>> lw.foreach_batch(save).kind
+    'foreach_batch'
     """
     if not callable(fn):
         msg = f"foreach_batch(fn): expected a function of one argument, got {fn!r}"

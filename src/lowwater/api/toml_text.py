@@ -16,7 +16,15 @@ _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def dumps(data: dict[str, Any]) -> str:
-    """``data`` (section -> table, or ``source`` -> list of tables) as TOML text."""
+    """``data`` (section -> table, or ``source`` -> list of tables) as TOML text.
+
+    >>> print(dumps({"window": {"type": "tumbling", "size": "1m", "aggregations": {"total": "sum(amount)"}}}))
+    [window]
+    type = "tumbling"
+    size = "1m"
+    aggregations = { total = "sum(amount)" }
+    <BLANKLINE>
+    """
     out: list[str] = []
     for section, value in data.items():
         if isinstance(value, list):
@@ -48,3 +56,8 @@ def _value(v: Any) -> str:  # noqa: ANN401 - any TOML value
         return "{ " + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + " }" if v else "{}"
     msg = f"cannot write {v!r} ({type(v).__name__}) as TOML"
     raise TypeError(msg)
+
+
+def inline(table: dict[str, Any]) -> str:
+    """``table`` as one TOML inline table (``{ strategy = "bounded", ... }``), as ``whatif --compare`` takes one."""
+    return _value(table)

@@ -69,11 +69,11 @@ def whatif(
 ) -> None:
     """Replay a historical log for a grid of lateness bounds L and graces G (a Spark batch job)."""
     _setup_logging(not quiet)
+    from lowwater.advisor.advice import completeness_error
     from lowwater.time import to_duration_us
 
-    if target_completeness is not None and not 0 < target_completeness <= 1:
-        hint = f" ({target_completeness:g}% is {target_completeness / 100:g})" if 1 < target_completeness <= 100 else ""
-        raise _fail(f"--target-completeness {target_completeness:g}: expected a fraction in (0, 1]{hint}")
+    if target_completeness is not None and (why := completeness_error(target_completeness)) is not None:
+        raise _fail(f"--target-completeness {target_completeness:g}: {why}")
     try:
         cfg = _replay_config(input_path, config, fmt, event_time, arrival_time, partition, offset, key,
                              time_unit, window, slide, idle_timeout, partitions, gap)
@@ -94,7 +94,7 @@ def whatif(
     for p in plot_out or []:
         if p.suffix not in (".png", ".html"):
             raise _fail(f"--plot {p}: write .png or .html")
-    from lowwater.advisor.advice import advise, nothing_fired
+    from lowwater.advisor.advice import advice_for
     from lowwater.advisor.compare import CompareError, compared_strategies
     from lowwater.advisor.plot import plot
     from lowwater.advisor.whatif import SweepSpec, run_whatif, source_strategies
@@ -125,12 +125,9 @@ def whatif(
         json_out.write_text(json.dumps(everything, indent=2) + "\n")
     for p in plot_out or []:
         plot(results, str(p), target_completeness, budget, [r for r in everything if "strategy" in r])
-    idles = [s.watermark.idle_timeout_us for s in cfg.sources if s.watermark.idle_timeout_us is not None]
-    idle = max(idles) if idles else None  # the longest a quiet partition can hold W
-    if target_completeness is not None or budget is not None:
-        print_text(out, advise(results, target_completeness, budget, None if idle is None else idle / 1e6))
-    elif nothing_fired(results) is not None:
-        print_text(out, nothing_fired(results))
+    advice = advice_for(results, [s.watermark.idle_timeout_us for s in cfg.sources], target_completeness, budget)
+    if advice is not None:
+        print_text(out, advice)
 
 
 def delays(

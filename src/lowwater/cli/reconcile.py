@@ -17,23 +17,6 @@ from lowwater.config import ConfigError, load_config
 UNEXPLAINED_EXIT = 1
 
 
-def _instant_us(option: str, text: str | None) -> int | None:
-    """An ISO 8601 instant (UTC unless it says otherwise) or epoch seconds, as µs."""
-    if text is None:
-        return None
-    import pandas as pd
-
-    try:
-        if text.replace(".", "", 1).lstrip("-").isdigit():
-            return round(float(text) * 1_000_000)
-        ts = pd.Timestamp(text)
-        ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
-        return ts.value // 1000
-    except ValueError:
-        msg = f"{option} {text!r}: expected an ISO 8601 time (e.g. 2026-01-01T09:00:00Z) or epoch seconds"
-        raise ConfigError(msg) from None
-
-
 def reconcile(
     config: Annotated[Path, typer.Argument(help="Pipeline configuration (TOML) whose outputs to reconcile.")],
     from_: Annotated[str | None, typer.Option("--from", help="Only windows starting at or after T (ISO or epoch s).")]
@@ -51,61 +34,39 @@ def reconcile(
 ) -> None:
     """Recompute every window over the whole log and explain each difference from what the stream emitted."""
     _setup_logging(not quiet)
-    held = None
+    from lowwater.reconcile.run import check, instant_us, reconciled
+
     try:
         cfg = load_config(config, set_ or [])
-        from lowwater.reconcile.job import check_supported
-
-        check_supported(cfg)
-        from lowwater.io.headers import check_before_spark
-
-        check_before_spark(cfg)  # a missing column: one line before the JVM starts
-        from_us, to_us = _instant_us("--from", from_), _instant_us("--to", to)
+        check(cfg)  # what reconcile covers, a missing column: one line before the JVM starts
+        from_us, to_us = instant_us("--from", from_), instant_us("--to", to)
         if plot_out is not None and plot_out.suffix != ".html":
             raise ConfigError(f"--plot {plot_out}: write .html")
-        if apply:
-            from lowwater.io.lock import hold
-
-            held = hold(cfg)  # no run may write the outputs meanwhile; a running one makes this refuse (one line)
-        from lowwater.io.delta import delta_session
-        from lowwater.io.s3 import s3_session
-
-        jars, conf = delta_session(cfg) if apply else ([], {})  # --apply writes the Delta tables too
-        s3_jars, s3_conf = s3_session(cfg)  # s3a:// outputs: Hadoop's S3A connector and [spark.s3]
-        jars, conf = jars + s3_jars, {**conf, **s3_conf}
     except ConfigError as e:
         raise _fail(str(e)) from None
-    from lowwater.runtime.session import get_spark
 
-    try:
-        spark = get_spark(cfg.spark, quiet=quiet, jars=jars, conf=conf)
-    except Exception as e:  # noqa: BLE001 - Spark start-up errors come in many types
-        raise _fail(f"spark.master {cfg.spark.master!r}: could not start Spark: {_spark_error_line(e)}") from None
+    def start_spark(jars: list[str], conf: dict[str, str]):  # noqa: ANN202 - a SparkSession
+        from lowwater.runtime.session import get_spark
+
+        try:
+            return get_spark(cfg.spark, quiet=quiet, jars=jars, conf=conf)
+        except Exception as e:  # noqa: BLE001 - Spark start-up errors come in many types
+            raise _fail(f"spark.master {cfg.spark.master!r}: could not start Spark: {_spark_error_line(e)}") from None
+
     from lowwater.reconcile import report
-    from lowwater.reconcile.job import reconcile as run_reconcile
     from lowwater.reconcile.job import report_path
 
     try:
-        from lowwater.io.s3 import configure
-
-        configure(spark, cfg)  # [spark.s3] on a session that was already running too
-        if held is not None:
-            from lowwater.io.lock import hold
-            from lowwater.runtime.fs import HadoopFS
-
-            held.release()
-            held = hold(cfg, remote=HadoopFS(spark))
-        result = run_reconcile(spark, cfg, from_us, to_us)  # writes reconcile/ too
-        target = report_path(cfg)
-        if apply:
-            from lowwater.reconcile.apply import apply_corrections
-
-            result.summary["corrections"] = apply_corrections(spark, cfg, result)
-        if plot_out is not None:  # under the lock: the plot reads reconcile/, which the next reconcile overwrites
-            measure = next((a.name for a in cfg.window.aggregations if a.func == "sum"), "count")
-            report.plot(result.frame, plot_out, measure)
+        # --apply: no run may write the outputs meanwhile; a running one makes this refuse (one line)
+        with reconciled(cfg, from_us, to_us, apply, start_spark) as result:
+            target = report_path(cfg)
+            if plot_out is not None:  # under the lock: the plot reads reconcile/, which the next one overwrites
+                measure = next((a.name for a in cfg.window.aggregations if a.func == "sum"), "count")
+                report.plot(result.frame, plot_out, measure)
     except ConfigError as e:
         raise _fail(str(e)) from None
+    except typer.Exit:
+        raise
     except Exception as e:
         overflow = sum_overflow(e)
         if overflow is not None:  # the batch truth's sum beyond its type: one line, nothing written
@@ -121,9 +82,6 @@ def reconcile(
         msg = (f"{changed} changed after it was written (its .crc checksum no longer matches): an edited sink, "
                "or a copy that kept the old checksum")
         raise _fail(msg, UNEXPLAINED_EXIT) from None
-    finally:
-        if held is not None:
-            held.release()
     s = result.summary
     report.print_summary(out, s)
     if json_out is not None:

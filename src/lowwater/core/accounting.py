@@ -58,4 +58,5 @@ class Accounting:
         return 1.0 if valid == 0 else (self.on_time + self.late_updates) / valid
 
     def as_dict(self) -> dict[str, int]:
+        """The counts by name, as the run summary and metrics write them."""
         return asdict(self)

@@ -41,6 +41,7 @@ class TrackerState:
     generators: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict:
+        """The state as JSON-able data, for the checkpoint's manifest (:meth:`from_json` reads it back)."""
         data = asdict(self)
         for key in ("sources", "generators"):
             if data[key] is None:
@@ -49,6 +50,7 @@ class TrackerState:
 
     @classmethod
     def from_json(cls, data: dict) -> TrackerState:
+        """The state :meth:`to_json` wrote."""
         return cls(**data)
 
     def snapshot_of(self, i: int) -> dict[str, Any]:

@@ -73,6 +73,7 @@ class TumblingWindows:
         return 1
 
     def assign(self, event_us: np.ndarray) -> Assignment:
+        """Each event time's one window ``[start, start + size)`` (vectorised)."""
         ev = np.asarray(event_us, dtype=np.int64)
         start = ev - np.mod(ev - self.offset_us, self.size_us)
         return Assignment(np.arange(len(ev), dtype=np.int64), start, start + self.size_us)
@@ -107,6 +108,7 @@ class HoppingWindows:
         return self.size_us // self.slide_us
 
     def assign(self, event_us: np.ndarray) -> Assignment:
+        """Each event time's ``size / slide`` windows, one row per (event, window) (vectorised)."""
         ev = np.asarray(event_us, dtype=np.int64)
         k = self.windows_per_row
         last_start = ev - np.mod(ev - self.offset_us, self.slide_us)

@@ -28,7 +28,6 @@ prune on ``window_start`` through Delta's per-file statistics).
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from pathlib import Path
@@ -41,6 +40,7 @@ from pyspark.sql.types import StructType
 
 from lowwater.config import ConfigError, PipelineConfig
 from lowwater.io.outputs import nullable
+from lowwater.runtime import jars
 from lowwater.runtime.fs import HadoopFS
 
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -54,8 +54,8 @@ SESSION_CONF = {
     "spark.databricks.delta.snapshotPartitions": "2",
 }
 ARTIFACT = "io.delta:delta-spark_4.2_2.13:4.4.0"
-# Where scripts/bootstrap.sh puts Delta's jars (jars/pom.xml, profile "delta"); LOWWATER_DELTA_JARS overrides.
-JARS_DIR = Path(__file__).resolve().parents[3] / ".jars" / "delta"
+# Where scripts/bootstrap.sh puts Delta's jars (jars/pom.xml, profile "delta"): .jars/<JARS>; $JARS_ENV overrides.
+JARS, JARS_ENV = "delta", "LOWWATER_DELTA_JARS"
 CURRENT = "results_current"
 STEP = "batch_id"
 _TXN = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion")
@@ -63,7 +63,7 @@ _TXN = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.t
 
 def jars_dir() -> Path:
     """Where Delta's jars are looked for: ``LOWWATER_DELTA_JARS``, else ``.jars/delta``."""
-    return Path(os.environ.get("LOWWATER_DELTA_JARS") or JARS_DIR)
+    return jars.folder(JARS_ENV, JARS)
 
 
 def delta_session(cfg: PipelineConfig) -> tuple[list[str], dict[str, str]]:
@@ -79,14 +79,10 @@ def delta_session(cfg: PipelineConfig) -> tuple[list[str], dict[str, str]]:
     own = " ".join(cfg.spark.conf.get(k, "") for k in ("spark.jars.packages", "spark.jars"))
     if "delta-spark" in own:
         return [], conf
-    folder = jars_dir()
-    jars = sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
-    if not any(Path(j).name.startswith("delta-spark") for j in jars):
-        msg = (f'output.kind: "delta" needs Delta Lake\'s jars, not found in {folder}: run scripts/bootstrap.sh '
-               f"(fetches them with Maven), point LOWWATER_DELTA_JARS at a folder of them, or set "
-               f'[spark.conf] "spark.jars.packages" = "{ARTIFACT}"')
-        raise ConfigError(msg)
-    return jars, conf
+    found = jars.local_jars(JARS_ENV, JARS)
+    if not any(Path(j).name.startswith("delta-spark") for j in found):
+        raise ConfigError(jars.missing("output.kind", '"delta" needs Delta Lake\'s jars', JARS_ENV, JARS, ARTIFACT))
+    return found, conf
 
 
 def check_session(spark: SparkSession) -> None:

@@ -18,7 +18,6 @@ with its topic, partition and offset as columns; ``source_file`` is Kafka's
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,11 +39,12 @@ from lowwater.config.kafka import (
 )
 from lowwater.io.files import CORRUPT
 from lowwater.io.source import Admitted
+from lowwater.runtime import jars
 
 NULL_VALUE = "<null value>"  # the raw text of a dead letter whose record had no value (a tombstone)
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
-# Where scripts/bootstrap.sh puts the connector's jars (jars/pom.xml); LOWWATER_KAFKA_JARS overrides.
-JARS_DIR = Path(__file__).resolve().parents[3] / ".jars" / "connector"
+# Where scripts/bootstrap.sh puts the connector's jars (jars/pom.xml): .jars/<JARS>; $JARS_ENV overrides.
+JARS, JARS_ENV = "connector", "LOWWATER_KAFKA_JARS"
 
 
 def value_schema(src: SourceConfig) -> StructType:
@@ -79,13 +79,12 @@ def kafka_rows_layout(schema: StructType) -> StructType:
 
 def jars_dir() -> Path:
     """Where the connector's jars are looked for: ``LOWWATER_KAFKA_JARS``, else ``.jars/connector``."""
-    return Path(os.environ.get("LOWWATER_KAFKA_JARS") or JARS_DIR)
+    return jars.folder(JARS_ENV, JARS)
 
 
 def connector_jars() -> list[str]:
     """The local jars of Spark's Kafka connector (empty when they were not fetched)."""
-    folder = jars_dir()
-    return sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
+    return jars.local_jars(JARS_ENV, JARS)
 
 
 def jars_for(cfg: PipelineConfig) -> list[str]:
@@ -101,15 +100,13 @@ def jars_for(cfg: PipelineConfig) -> list[str]:
     own = " ".join(cfg.spark.conf.get(k, "") for k in ("spark.jars.packages", "spark.jars"))
     if "spark-sql-kafka" in own:
         return []
-    jars = connector_jars()
-    if not any("spark-sql-kafka" in Path(j).name for j in jars):
+    found = connector_jars()
+    if not any("spark-sql-kafka" in Path(j).name for j in found):
         import pyspark
 
-        msg = (f"source.format: kafka needs Spark's Kafka connector, not found in {jars_dir()}: run "
-               f"scripts/bootstrap.sh (fetches it with Maven), point LOWWATER_KAFKA_JARS at a folder of its jars, "
-               f'or set [spark.conf] "spark.jars.packages" = "{CONNECTOR}:{pyspark.__version__}"')
-        raise ConfigError(msg)
-    return jars
+        raise ConfigError(jars.missing("source.format", "kafka needs Spark's Kafka connector", JARS_ENV, JARS,
+                                       f"{CONNECTOR}:{pyspark.__version__}"))
+    return found
 
 
 # How Spark's connector says records are gone (its message, and its error conditions in
@@ -174,8 +171,11 @@ class KafkaSource:
             return reader.load()
         except AnalysisException as e:
             if "kafka" in str(e).lower() and "find" in str(e).lower():
+                import pyspark
+
                 msg = (f"source.format: Spark has no Kafka connector on its classpath ({str(e).splitlines()[0]}); "
-                       "run scripts/bootstrap.sh or pass the connector with spark.jars.packages")
+                       f"start the session with spark.jars.packages = {CONNECTOR}:{pyspark.__version__} "
+                       "(or run scripts/bootstrap.sh)")
                 raise ConfigError(msg) from None
             raise
 

@@ -15,29 +15,28 @@ renames, a conditional-create lock -- is in ``spark/fs.py`` and ``io/lock.py``
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
 from lowwater.config import ConfigError, PipelineConfig
+from lowwater.runtime import jars
 
 ARTIFACT = "org.apache.hadoop:hadoop-aws:3.5.0"
 S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-# Where scripts/bootstrap.sh puts S3A's jars (jars/pom.xml, profile "s3"); LOWWATER_S3_JARS overrides.
-JARS_DIR = Path(__file__).resolve().parents[3] / ".jars" / "s3"
+# Where scripts/bootstrap.sh puts S3A's jars (jars/pom.xml, profile "s3"): .jars/<JARS>; $JARS_ENV overrides.
+JARS, JARS_ENV = "s3", "LOWWATER_S3_JARS"
 
 
 def jars_dir() -> Path:
     """Where S3A's jars are looked for: ``LOWWATER_S3_JARS``, else ``.jars/s3``."""
-    return Path(os.environ.get("LOWWATER_S3_JARS") or JARS_DIR)
+    return jars.folder(JARS_ENV, JARS)
 
 
 def s3_jars() -> list[str]:
     """The local jars of Hadoop's S3A connector (empty when they were not fetched)."""
-    folder = jars_dir()
-    return sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
+    return jars.local_jars(JARS_ENV, JARS)
 
 
 def s3a_paths(cfg: PipelineConfig) -> list[str]:
@@ -58,13 +57,11 @@ def s3_session(cfg: PipelineConfig) -> tuple[list[str], dict[str, str]]:
     own = " ".join(cfg.spark.conf.get(k, "") for k in ("spark.jars.packages", "spark.jars"))
     if "hadoop-aws" in own:
         return [], conf
-    jars = s3_jars()
-    if not any(Path(j).name.startswith("hadoop-aws") for j in jars):
-        msg = (f"output.path: s3a:// paths need Hadoop's S3A connector, not found in {jars_dir()}: run "
-               f"scripts/bootstrap.sh (fetches it with Maven), point LOWWATER_S3_JARS at a folder of its jars, "
-               f'or set [spark.conf] "spark.jars.packages" = "{ARTIFACT}"')
-        raise ConfigError(msg)
-    return jars, conf
+    found = s3_jars()
+    if not any(Path(j).name.startswith("hadoop-aws") for j in found):
+        raise ConfigError(jars.missing("output.path", "s3a:// paths need Hadoop's S3A connector", JARS_ENV, JARS,
+                                       ARTIFACT))
+    return found, conf
 
 
 def configure(spark: SparkSession, cfg: PipelineConfig) -> None:

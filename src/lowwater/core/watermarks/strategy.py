@@ -67,22 +67,28 @@ class WatermarkStrategy:
 
     @classmethod
     def for_bounded_out_of_orderness(cls, bound_us: int) -> WatermarkStrategy:
+        """``W_p = max(event_time) - bound_us`` per partition (Flink's ``forBoundedOutOfOrderness``)."""
         return cls(max_out_of_orderness_us=bound_us)
 
     @classmethod
     def for_generator(cls, generator: GeneratorSpec) -> WatermarkStrategy:
+        """A strategy whose per-partition watermark comes from ``generator`` (punctuated, adaptive)."""
         return cls(generator=generator)
 
     def with_idleness(self, idle_timeout_us: int | None) -> WatermarkStrategy:
+        """A partition silent that long on the arrival clock leaves the min (``None``: never)."""
         return replace(self, idle_timeout_us=idle_timeout_us, _bounds={})
 
     def with_partitions(self, partitions: list[str] | tuple[str, ...]) -> WatermarkStrategy:
+        """Declared partitions: ``W`` is undefined until every one of them has reported."""
         return replace(self, declared_partitions=tuple(str(p) for p in partitions), _bounds={})
 
     def with_bounds(self, bounds: dict[str, int]) -> WatermarkStrategy:
+        """A bound (µs) per partition name, instead of the one bound, where given."""
         return replace(self, per_partition_us=tuple(sorted(bounds.items())), _bounds={})
 
     def with_max_future_skew(self, skew_us: int | None) -> WatermarkStrategy:
+        """Event times more than ``skew_us`` ahead of the arrival clock are clamped to it (``None``: never)."""
         return replace(self, max_future_skew_us=skew_us, _bounds={})
 
     @property
