@@ -11,9 +11,9 @@
     type = "inner"      # inner | left_outer
     columns = { left = ["user_id", "click_id", "page"], right = ["order_id", "amount"] }
 
-A join pipeline has no ``[window]`` (windows after a join are a later step:
-docs/design.md, "Interval join"); internally it carries :data:`JOIN_WINDOW`, a
-placeholder whose ``type`` selects the join operator.
+A join pipeline alone carries :data:`JOIN_WINDOW`, a placeholder whose
+``type`` selects the join operator; with a ``[window]`` the window runs over
+the joined rows (``config/join_window.py``, ``window`` below).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class JoinConfig:
     type: JoinType
     left_columns: tuple[str, ...]
     right_columns: tuple[str, ...]
+    window: WindowConfig | None = None  # [window] over the joined rows (config/join_window.py)
 
     def side_of(self, source: str) -> str | None:
         return "left" if source == self.left else "right" if source == self.right else None
@@ -81,14 +82,10 @@ def _names(key: str, value: Any, empty: bool = False) -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_join(t: Any, sources: tuple[SourceConfig, ...], has_window: bool) -> JoinConfig:
+def parse_join(t: Any, sources: tuple[SourceConfig, ...]) -> JoinConfig:
     """Validate ``[join]`` against the sources; every error is one line naming the key."""
     t = table("join", t)
     check_keys("join", t, JOIN_KEYS)
-    if has_window:
-        msg = ("[join] and [window] together: windows after a join are not supported yet "
-               "(run the join alone; docs/design.md, 'Interval join')")
-        raise ConfigError(msg)
     for key in ("left", "right", "on", "upper"):
         if key not in t:
             msg = f"join.{key}: missing"
