@@ -124,3 +124,23 @@ def test_an_older_metrics_output_gets_the_output_watermark_column(spark, tmp_pat
     ParquetOutputs(spark, str(tmp_path / "out")).prepare("metrics", METRICS_ARROW.empty_table(), METRICS_SCHEMA)
     got = pd.read_parquet(tmp_path / "out" / "metrics")
     assert "output_watermark" in got.columns and len(got) == 1 and got["output_watermark"].isna().all()
+
+
+def test_windows_after_the_join_follow_the_held_watermark_like_the_core(spark, tmp_path):
+    # [join] then [window]: orders per campaign per 10 s over joined pairs, sources cut into different
+    # files; the windows' W is the join's held output watermark. results/ equals the scenario file's
+    # windows and the core's (one row a batch), joined/ and the accounting are the join's.
+    s = load_join(SCENARIOS / "windows_after_join.yaml")
+    got, summary = run_spark(spark, s, s.cuts[1], workdir=tmp_path)
+    assert not compare(got, expected(s), s)
+    n = sum(len(v) for v in s.input.values())
+    core = run_core(s, list(range(1, n)))
+    assert (got.results, got.joined, got.too_late, got.counts) == (core.results, core.joined, core.too_late,
+                                                                   core.counts)
+    assert summary["join_window"] == {"on_time": 6, "late_updates": 0, "too_late": 0}  # 6 joined rows, 1 window each
+    results = pd.read_parquet(tmp_path / "out" / "results")
+    results["batch_id"] = results["batch_id"].astype(int)
+    held = pd.read_parquet(tmp_path / "out" / "join_metrics").set_index("step")["output_watermark"]
+    for r in results[results["batch_id"] < results["batch_id"].max()].itertuples():  # before the drain
+        assert r.window_end <= held[r.batch_id] and r.watermark == held[r.batch_id]  # fired by the hold
+    assert (results["kind"] == "final").all()

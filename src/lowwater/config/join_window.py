@@ -31,6 +31,7 @@ from typing import Any
 from lowwater.config.errors import ConfigError
 from lowwater.config.join import JOIN_WINDOW, JoinConfig
 from lowwater.config.window import parse_window
+from lowwater.core.temporal_join import JoinKind
 
 # The placeholder window of a join with windows after it: its type selects that operator.
 JOIN_WINDOW_AFTER = replace(JOIN_WINDOW, type="join_window")
@@ -41,6 +42,9 @@ def parse_join_window(win: Any, join: JoinConfig) -> JoinConfig:  # noqa: ANN401
     """``join`` with its ``[window]`` checked against the joined rows' columns; every error is one line."""
     if not isinstance(win, dict):
         msg = "[window]: expected a table"
+        raise ConfigError(msg)
+    if join.kind != JoinKind.INTERVAL:
+        msg = "[window] after a temporal [join] is not supported yet (window the interval join, or run the join alone)"
         raise ConfigError(msg)
     window = parse_window(win)
     if window.type not in JOIN_WINDOW_TYPES:

@@ -30,11 +30,12 @@ import numpy as np
 
 from lowwater.config import PipelineConfig
 from lowwater.config.join import JoinConfig
-from lowwater.core.join import IntervalJoin, Joined, JoinRow, Side, run_batch
+from lowwater.core.join import Joined, JoinRow, Side, run_batch
 from lowwater.core.join_windows import JoinWindows, WindowResult, run_joined_batch
 from lowwater.core.join_windows import drain as drain_windows
 from lowwater.core.judge import arrival_order, clip_per_source
 from lowwater.core.partials import output
+from lowwater.core.temporal_join import new_join
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.triggers import AccumulationMode
 from lowwater.testing.outputs import read_output
@@ -115,7 +116,7 @@ def run_join_log(cfg: PipelineConfig, inputs: dict[str, list[dict]], cuts: list[
     arrival = np.array(log.arrival, dtype=np.int64)[order]
     sources = names[order]
     event, _ = clip_per_source(np.array(log.event, dtype=np.int64)[order], arrival, skew, sources)
-    join = IntervalJoin(jc.bounds, jc.type)
+    join = new_join(jc.kind, jc.bounds, jc.type)
     by_source = {src.name: src for src in cfg.sources}
     for name, _reason in log.dead:
         side = jc.side_of(name)
@@ -261,4 +262,11 @@ def _observed(spark, cfg: PipelineConfig, out: Path, summary: dict) -> JoinObser
     by_name = {src.name: src for src in cfg.sources}
     late = sorted((str(r["source"]), float(r[by_name[r["source"]].event_time])) for r in read("late"))
     counts = {side: {k: v for k, v in c.items() if k != "balanced"} for side, c in summary.get("join", {}).items()}
-    return JoinObserved(joined, late, counts)
+    results = []
+    if jc.window is not None:  # the windows after the join: results/, as a transcript's rows
+        aggs = [a.name for a in jc.window.aggregations]
+        results = sorted(((("|".join(str(r[k]) for k in jc.window.key)), secs(r["window_start"]),
+                           secs(r["window_end"]), r["kind"], int(r["revision"]), int(r["count"]),
+                           *[None if pd.isna(r[a]) else _num(float(r[a])) for a in aggs])
+                          for r in read("results")), key=_sort_key)
+    return JoinObserved(joined, late, counts, results=results)
