@@ -144,3 +144,19 @@ def test_windows_after_the_join_follow_the_held_watermark_like_the_core(spark, t
     for r in results[results["batch_id"] < results["batch_id"].max()].itertuples():  # before the drain
         assert r.window_end <= held[r.batch_id] and r.watermark == held[r.batch_id]  # fired by the hold
     assert (results["kind"] == "final").all()
+
+
+def test_a_temporal_join_through_spark_equals_the_core(spark, tmp_path):
+    # [join] kind = "temporal": payments with the rate valid at their event time, the sources cut into
+    # two files each (payments waiting in the key buckets across steps, older rates freed).
+    s = load_join(SCENARIOS / "temporal_rates.yaml")
+    got, summary = run_spark(spark, s, s.cuts[1], workdir=tmp_path)
+    assert not compare(got, expected(s), s)
+    core = run_core(s, [4])
+    assert (got.joined, got.too_late, got.counts) == (core.joined, core.too_late, core.counts)
+    assert summary["join"]["left"]["balanced"] and summary["join"]["right"]["balanced"]
+    late = pd.read_parquet(tmp_path / "out" / "late")
+    assert sorted(late["reason"]) == ["too_late_for_join"] * 2
+    joined = pd.read_parquet(tmp_path / "out" / "joined")
+    rates = {p: None if pd.isna(r) else r for p, r in zip(joined["payment"], joined["rate"], strict=True)}
+    assert rates == {"p1": 1.1, "p2": 1.2, "p3": None, "p4": 1.2, "p5": 1.0, "p7": 1.3}  # the chosen columns
