@@ -1,4 +1,4 @@
-"""Windows after the interval join (core/join_windows.py): the held output watermark drives them.
+"""Windows after a join (core/join_windows.py): the join's held output watermark drives them.
 
 The scenario file (tests/scenarios/join/windows_after_join.yaml) runs here with
 every cut via tests/core/test_join.py's scenario test; this file holds the
@@ -23,6 +23,7 @@ from lowwater.core.windows import TumblingWindows
 from lowwater.testing.join_scenarios import compare, expected, load_join, run_join_log
 from lowwater.time import NEG_INF
 
+from . import test_temporal_join
 from .test_join import S, brute_force, join_logs
 
 SCENARIO = Path(__file__).parent.parent / "scenarios" / "join" / "windows_after_join.yaml"
@@ -65,7 +66,10 @@ def test_the_scenario_file_in_one_batch_and_one_row_a_batch():
 
 @st.composite
 def windowed_join_logs(draw):
-    raw, inputs, cuts = draw(join_logs())
+    if draw(st.booleans()):
+        raw, inputs, cuts = draw(join_logs())
+    else:  # windows after a temporal join: its held output watermark is its waiting left rows'
+        raw, inputs, cuts = draw(test_temporal_join.temporal_logs())
     size = draw(st.integers(1, 12))
     slide = draw(st.sampled_from([d for d in range(1, size + 1) if size % d == 0]))
     raw["window"] = ({"type": "tumbling", "size": f"{size}s"} if slide == size
@@ -82,7 +86,7 @@ def test_window_results_are_the_brute_force_windows_of_the_brute_force_join(case
     one = run_join_log(cfg, inputs)
     cut = run_join_log(cfg, inputs, cuts)
     assert (cut.results, cut.joined, cut.counts) == (one.results, one.joined, one.counts)  # §8
-    pairs, _ = brute_force(cfg, inputs)
+    pairs, _ = (brute_force if cfg.join.kind == "interval" else test_temporal_join.brute_force)(cfg, inputs)
     assigner = cfg.join.window.assigner()
     counts: Counter = Counter()
     for key, lt, rt in pairs:

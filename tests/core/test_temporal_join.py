@@ -87,10 +87,6 @@ def test_bad_temporal_configuration_is_one_line(key, value, message):
     raw["join"][key] = value
     with pytest.raises(ConfigError, match=message):
         parse_config(raw)
-    raw = _temporal_config("inner", 0, 0)
-    raw["window"] = {"type": "tumbling", "size": "10s", "key": ["user"]}
-    with pytest.raises(ConfigError, match="after a temporal"):
-        parse_config(raw)
 
 
 def _temporal_config(join_type: str, l_left: int, l_right: int) -> dict:

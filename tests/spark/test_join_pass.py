@@ -91,6 +91,9 @@ def test_the_pass_over_buckets_and_steps_equals_one_core_join(case):
             state = None
             continue
         kind = res.column("_out").to_pylist()
+        # every kept row is in this step's table, so its bucket summaries give the whole held output W
+        lows = [r["_m_min_event"] for r, k in zip(res.to_pylist(), kind, strict=True) if k == "B"]
+        assert min([w_end, *lows]) == core.output_watermark(w_end)
         for r, k in zip(res.to_pylist(), kind, strict=True):
             if k == "J":
                 got_pairs.append((r["_j_cid"], r["_j_oid"], r["_j_w_us"]))

@@ -16,8 +16,8 @@
     aggregations = { orders = "count(amount)", revenue = "sum(amount)" }
 
 A joined row's event time is the later of its two rows' (Flink's interval
-join stamps its output so); an unmatched left row of a left outer join
-carries its own. The window's ``W`` is the join's held output watermark
+join stamps its output so; after a temporal join that is the left row's, the
+version being no later); an unmatched left row carries its own. The window's ``W`` is the join's held output watermark
 (SEMANTICS.md §2, ``core/join_windows.py``). The pipeline keeps
 :data:`JOIN_WINDOW_AFTER` as its ``window`` (no verdict on the inputs but the
 join's); the window after the join is ``JoinConfig.window``.
@@ -31,7 +31,6 @@ from typing import Any
 from lowwater.config.errors import ConfigError
 from lowwater.config.join import JOIN_WINDOW, JoinConfig
 from lowwater.config.window import parse_window
-from lowwater.core.temporal_join import JoinKind
 
 # The placeholder window of a join with windows after it: its type selects that operator.
 JOIN_WINDOW_AFTER = replace(JOIN_WINDOW, type="join_window")
@@ -42,9 +41,6 @@ def parse_join_window(win: Any, join: JoinConfig) -> JoinConfig:  # noqa: ANN401
     """``join`` with its ``[window]`` checked against the joined rows' columns; every error is one line."""
     if not isinstance(win, dict):
         msg = "[window]: expected a table"
-        raise ConfigError(msg)
-    if join.kind != JoinKind.INTERVAL:
-        msg = "[window] after a temporal [join] is not supported yet (window the interval join, or run the join alone)"
         raise ConfigError(msg)
     window = parse_window(win)
     if window.type not in JOIN_WINDOW_TYPES:

@@ -35,6 +35,7 @@ from lowwater.core.join import JoinRow, JoinState, Side, SideCounts, _Buffered, 
 from lowwater.core.temporal_join import JoinKind, new_join
 from lowwater.core.watermarks import clip_future
 from lowwater.spark.contrib import skew_of
+from lowwater.time import POS_INF
 
 COUNT_FIELDS = tuple(SideCounts().as_dict())
 COUNTS = tuple(f"_c_{side.value}_{f}" for side in Side for f in COUNT_FIELDS)
@@ -84,6 +85,7 @@ def make_join_pass(
     """
     on = list(join.on)
     bounds, jtype = join.bounds, join.type
+    temporal = join.kind == JoinKind.TEMPORAL
     arrow_schema = to_arrow_schema(out, timezone="UTC")  # timestamps cross as UTC instants
     payload = [f"k_{c}" for c in on] + [f"left_{c}" for c in join.left_columns]
     payload += [f"right_{c}" for c in join.right_columns]
@@ -123,7 +125,7 @@ def make_join_pass(
         event = events(t, new)
         left = (t.column("side").to_numpy(zero_copy_only=False) == Side.LEFT.value)
         free = np.where(left, event + bounds.upper_us, event - bounds.lower_us)
-        load, still = _to_load(t, on, role, new, free, watermark_us, whole_keys=join.kind == JoinKind.TEMPORAL)
+        load, still = _to_load(t, on, role, new, free, watermark_us, whole_keys=temporal)
         seen = np.concatenate([load, new])
         key_values = [t.column(f"k_{c}").take(pa.array(seen, pa.int64())).to_pylist() for c in on]
         keys = dict(zip(seen.tolist(), zip(*key_values, strict=True), strict=True))
@@ -188,8 +190,11 @@ def make_join_pass(
         cols.update(event_us=longs(event), matched=pa.array(flags))
         yield shaped(cols, len(pos), "S")
         free = np.where(is_left, event + bounds.upper_us, event - bounds.lower_us)
+        # The held output watermark's part: a temporal join's kept versions emit nothing (its rows carry
+        # their left row's time), so only its waiting left rows hold it.
+        held = np.where(is_left, event, POS_INF) if temporal else event
         summary = pa.table({
-            "_bucket": cols["_bucket"], "free": free, "event": event,
+            "_bucket": cols["_bucket"], "free": free, "event": held,
             "ol": is_left.astype(np.int64), "or": (~is_left).astype(np.int64),
             "pl": (is_left & ~flags).astype(np.int64), "pr": (~is_left & ~flags).astype(np.int64),
         }).group_by("_bucket", use_threads=False).aggregate([
