@@ -8,6 +8,7 @@ on the same log and with the scenario file's expectation.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -162,3 +163,11 @@ def test_a_temporal_join_through_spark_equals_the_core(spark, tmp_path):
     joined = pd.read_parquet(tmp_path / "out" / "joined")
     rates = {p: None if pd.isna(r) else r for p, r in zip(joined["payment"], joined["rate"], strict=True)}
     assert rates == {"p1": 1.1, "p2": 1.2, "p3": None, "p4": 1.2, "p5": 1.0, "p7": 1.3}  # the chosen columns
+    # The same with a [window] after it: payments per currency per 10 s, at their payment's time, the
+    # windows' W held at the waiting payments only (the kept rates emit nothing).
+    window = {"type": "tumbling", "size": "10s", "key": ["currency"],
+              "aggregations": {"paid": "sum(amount)", "top_rate": "max(rate)"}}
+    w = replace(s, config={**s.config, "window": window}, expect={})
+    got, _ = run_spark(spark, w, s.cuts[1], workdir=tmp_path / "windows")
+    want = run_core(w, [4]).results
+    assert got.results == want and ("EUR", 10.0, 20.0, "final", 0, 2, 600.0, 1.2) in want
