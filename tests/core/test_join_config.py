@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from lowwater.cli import app
 from lowwater.config import ConfigError, check_columns, parse_config
 from lowwater.config.join import JOIN_WINDOW
+from lowwater.config.join_window import JOIN_WINDOW_AFTER
 from lowwater.core.join import JoinType
 
 TOML = """
@@ -56,6 +57,18 @@ def test_the_issue_example_parses():
     assert j.output_columns() == ["user_id", "click_id", "page", "order_id", "amount"]
     assert cfg.window == JOIN_WINDOW  # no [window]: the placeholder selects the join operator
     assert cfg.columns_for(cfg.sources[1])[-3:] == ["user_id", "order_id", "amount"]
+    assert j.window is None and cfg.result_window == JOIN_WINDOW
+
+
+def test_a_window_after_the_join_reads_the_joined_columns():
+    data = copy.deepcopy(BASE)
+    data["window"] = {"type": "hopping", "size": "1h", "slide": "30m", "key": ["page"],
+                      "aggregations": {"orders": "count(order_id)", "revenue": "sum(amount)"}}
+    cfg = parse_config(data)
+    assert cfg.window == JOIN_WINDOW_AFTER and cfg.window.type == "join_window"  # the operator after the join
+    assert cfg.result_window is cfg.join.window
+    assert (cfg.join.window.type, cfg.join.window.key, cfg.join.window.value_columns) == (
+        "hopping", ("page",), ["order_id", "amount"])
 
 
 def test_a_join_delivers_to_postgres_with_its_own_joined_table(monkeypatch):
@@ -99,8 +112,12 @@ def _set(path: str, value):  # noqa: ANN001, ANN202
     (_set("join.on", []), "join.on: expected a list of column names"),
     (_set("join.upper", None), "join.upper: missing"),
     (_set("join.within", "1s"), "unknown key join.within"),
-    (_set("window", {"type": "tumbling", "size": "1m", "key": ["user_id"], "aggregations": {"n": "count(user_id)"}}),
-     "[join] and [window] together: windows after a join are not supported yet"),
+    (_set("window", {"type": "tumbling", "size": "1m", "key": ["user"], "aggregations": {"n": "count(amount)"}}),
+     "window.key: column 'user' is not a column of the joined rows"),
+    (_set("window", {"type": "tumbling", "size": "1m", "aggregations": {"n": "sum(ts)"}}),
+     "window.aggregations: column 'ts' is not a column of the joined rows"),
+    (_set("window", {"type": "session", "gap": "1m", "key": ["user_id"]}),
+     "window.type: 'session' after a [join] is not supported"),
     (_set("join.columns", {"left": ["page"], "right": ["page"]}), "join.columns: 'page' is chosen from both sides"),
     (_set("join.columns", {"left": ["watermark"]}), "join.columns.left: column 'watermark' clashes"),
     (_set("trigger", {"early": "every 10 rows"}), "trigger.early: early firings are for windows"),

@@ -4,7 +4,7 @@ No Spark session: the executor function is called on Arrow tables as
 ``mapInArrow`` would call it, step after step, its state rows fed back into
 the next step and the key buckets split over tasks at random. Pairs, their
 watermarks, too-late rows and the per-side counts equal those of one
-:class:`~lowwater.core.join.IntervalJoin` fed every step (milliseconds, so
+:class:`~lowwater.core.join.IntervalJoin` (or ``TemporalJoin``) fed every step (milliseconds, so
 hypothesis runs many logs; the Spark runs are tests/spark/test_join_differential.py).
 """
 
@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from pyspark.sql import types as T
 
 from lowwater.config.join import JoinConfig
-from lowwater.core.join import IntervalJoin, JoinBounds, JoinRow, JoinType, Side, run_batch
+from lowwater.core.join import JoinBounds, JoinRow, JoinType, Side, run_batch
+from lowwater.core.temporal_join import TEMPORAL_BOUNDS, JoinKind, new_join
 from lowwater.spark.operators.join_pass import COUNTS, make_join_pass, out_schema, state_columns
 from lowwater.time import NEG_INF
 
@@ -30,8 +31,10 @@ STATE = [n for n, _ in state_columns(JoinConfig("l", "r", ("user",), JoinBounds(
 @st.composite
 def logs(draw):
     lower = draw(st.integers(-5, 5))
-    jc = JoinConfig("l", "r", ("user",), JoinBounds(lower, lower + draw(st.integers(0, 10))),
-                    draw(st.sampled_from(list(JoinType))), ("cid",), ("oid",))
+    kind = draw(st.sampled_from(list(JoinKind)))  # the temporal join runs through the same pass
+    bounds = JoinBounds(lower, lower + draw(st.integers(0, 10))) if kind == JoinKind.INTERVAL else TEMPORAL_BOUNDS
+    jc = JoinConfig("l", "r", ("user",), bounds, draw(st.sampled_from(list(JoinType))), ("cid",), ("oid",),
+                    kind=kind)
     n = draw(st.integers(0, 40))
     w, steps, rows = NEG_INF, [], []
     for seq in range(n):
@@ -68,7 +71,7 @@ def _table(rows: list, state: pa.Table | None, buckets: int) -> pa.Table:
 @given(logs())
 def test_the_pass_over_buckets_and_steps_equals_one_core_join(case):
     jc, steps, tasks = case
-    core = IntervalJoin(jc.bounds, jc.type)
+    core = new_join(jc.kind, jc.bounds, jc.type)
     want_pairs, want_late = [], []
     schema = out_schema(jc, TYPES)
     got_pairs, got_late, deltas = [], [], np.zeros(len(COUNTS), dtype=np.int64)
@@ -88,6 +91,9 @@ def test_the_pass_over_buckets_and_steps_equals_one_core_join(case):
             state = None
             continue
         kind = res.column("_out").to_pylist()
+        # every kept row is in this step's table, so its bucket summaries give the whole held output W
+        lows = [r["_m_min_event"] for r, k in zip(res.to_pylist(), kind, strict=True) if k == "B"]
+        assert min([w_end, *lows]) == core.output_watermark(w_end)
         for r, k in zip(res.to_pylist(), kind, strict=True):
             if k == "J":
                 got_pairs.append((r["_j_cid"], r["_j_oid"], r["_j_w_us"]))

@@ -1,4 +1,4 @@
-"""``[join]``: an interval join of two named sources (SEMANTICS.md §9; the operator is ``spark/operators/join.py``).
+"""``[join]``: an interval or temporal join of two named sources (SEMANTICS.md §9; ``spark/operators/join.py``).
 
 ::
 
@@ -11,9 +11,21 @@
     type = "inner"      # inner | left_outer
     columns = { left = ["user_id", "click_id", "page"], right = ["order_id", "amount"] }
 
-A join pipeline has no ``[window]`` (windows after a join are a later step:
-docs/design.md, "Interval join"); internally it carries :data:`JOIN_WINDOW`, a
-placeholder whose ``type`` selects the join operator.
+or a temporal (stream-table) join: ``kind = "temporal"``, no ``lower``/``upper``;
+each left row joins the right row of its key valid at its event time
+(``core/temporal_join.py``)::
+
+    [join]
+    kind = "temporal"
+    left = "payments"
+    right = "rates"
+    on = ["currency"]
+    type = "left_outer"  # inner: a payment with no rate yet is counted unmatched
+    columns = { left = ["payment_id", "amount"], right = ["rate"] }
+
+A join pipeline alone carries :data:`JOIN_WINDOW`, a placeholder whose
+``type`` selects the join operator; with a ``[window]`` the window runs over
+the joined rows (``config/join_window.py``, ``window`` below).
 """
 
 from __future__ import annotations
@@ -25,8 +37,10 @@ from lowwater.config.errors import ConfigError, check_keys, duration, table, tex
 from lowwater.config.source import SourceConfig
 from lowwater.config.window import WindowConfig
 from lowwater.core.join import JoinBounds, JoinType
+from lowwater.core.temporal_join import TEMPORAL_BOUNDS, JoinKind
 
-JOIN_KEYS = frozenset({"left", "right", "on", "lower", "upper", "type", "columns"})
+JOIN_KEYS = frozenset({"kind", "left", "right", "on", "lower", "upper", "type", "columns"})
+JOIN_KINDS = tuple(k.value for k in JoinKind)
 JOIN_TYPES = tuple(t.value for t in JoinType)
 # Output columns of joined/ that a chosen column may not be named after.
 JOIN_RESERVED = frozenset({"left_event_time", "right_event_time", "watermark", "batch_id"})
@@ -49,6 +63,8 @@ class JoinConfig:
     type: JoinType
     left_columns: tuple[str, ...]
     right_columns: tuple[str, ...]
+    window: WindowConfig | None = None  # [window] over the joined rows (config/join_window.py)
+    kind: JoinKind = JoinKind.INTERVAL  # temporal: right is a versioned table (core/temporal_join.py)
 
     def side_of(self, source: str) -> str | None:
         return "left" if source == self.left else "right" if source == self.right else None
@@ -81,15 +97,21 @@ def _names(key: str, value: Any, empty: bool = False) -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_join(t: Any, sources: tuple[SourceConfig, ...], has_window: bool) -> JoinConfig:
+def parse_join(t: Any, sources: tuple[SourceConfig, ...]) -> JoinConfig:
     """Validate ``[join]`` against the sources; every error is one line naming the key."""
     t = table("join", t)
     check_keys("join", t, JOIN_KEYS)
-    if has_window:
-        msg = ("[join] and [window] together: windows after a join are not supported yet "
-               "(run the join alone; docs/design.md, 'Interval join')")
+    kind = t.get("kind", JoinKind.INTERVAL.value)
+    if kind not in JOIN_KINDS:
+        msg = f"join.kind: expected one of {', '.join(JOIN_KINDS)}, got {kind!r}"
         raise ConfigError(msg)
-    for key in ("left", "right", "on", "upper"):
+    temporal = kind == JoinKind.TEMPORAL
+    for key in ("lower", "upper"):
+        if temporal and key in t:
+            msg = (f"join.{key}: not for kind = \"temporal\" (a left row joins the right side's version valid at "
+                   "its event time; no bounds)")
+            raise ConfigError(msg)
+    for key in ("left", "right", "on", *(() if temporal else ("upper",))):
         if key not in t:
             msg = f"join.{key}: missing"
             raise ConfigError(msg)
@@ -106,11 +128,9 @@ def parse_join(t: Any, sources: tuple[SourceConfig, ...], has_window: bool) -> J
     if others:
         msg = f"[join] reads exactly its two sources; source {others[0]!r} is neither join.left nor join.right"
         raise ConfigError(msg)
-    lower = signed_duration("lower", t.get("lower", "0s"))
-    upper = signed_duration("upper", t["upper"])
-    if lower > upper:
-        msg = f"join.lower ({t.get('lower')}) is after join.upper ({t['upper']}): no pair could ever match"
-        raise ConfigError(msg)
+    bounds = TEMPORAL_BOUNDS
+    if not temporal:
+        bounds = _bounds(t)
     jtype = t.get("type", "inner")
     if jtype not in JOIN_TYPES:
         msg = f"join.type: expected one of {', '.join(JOIN_TYPES)}, got {jtype!r}"
@@ -131,7 +151,17 @@ def parse_join(t: Any, sources: tuple[SourceConfig, ...], has_window: bool) -> J
         msg = (f"join.columns: {sorted(clash)[0]!r} is chosen from both sides; joined/ has one column per name "
                "(choose it from one side)")
         raise ConfigError(msg)
-    return JoinConfig(left, right, on, JoinBounds(lower, upper), JoinType(jtype), chosen["left"], chosen["right"])
+    return JoinConfig(left, right, on, bounds, JoinType(jtype), chosen["left"], chosen["right"], kind=JoinKind(kind))
+
+
+def _bounds(t: dict[str, Any]) -> JoinBounds:
+    """An interval join's ``lower`` and ``upper``."""
+    lower = signed_duration("lower", t.get("lower", "0s"))
+    upper = signed_duration("upper", t["upper"])
+    if lower > upper:
+        msg = f"join.lower ({t.get('lower')}) is after join.upper ({t['upper']}): no pair could ever match"
+        raise ConfigError(msg)
+    return JoinBounds(lower, upper)
 
 
 def check_join_columns(join: JoinConfig, source: str, columns: set[str]) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from lowwater.config.errors import ConfigError, check_keys, table
 from lowwater.config.join import JOIN_KEYS, JOIN_WINDOW, JoinConfig, check_join_columns, parse_join
+from lowwater.config.join_window import JOIN_WINDOW_AFTER, parse_join_window
 from lowwater.config.observe import ALERT_KEYS, OBSERVE_KEYS, AlertsConfig, ObserveConfig, parse_alerts, parse_observe
 from lowwater.config.output import OUTPUT_KEYS, ROW_OUTPUT_COLUMNS, SOURCE_COLUMN, OutputConfig, parse_output
 from lowwater.config.overrides import apply_overrides
@@ -69,6 +70,11 @@ class PipelineConfig:
     join: JoinConfig | None = None
     observe: ObserveConfig = ObserveConfig()  # [observe]: exporters of the metrics model (off by default)
     alerts: AlertsConfig | None = None  # [alerts]: rules evaluated per step (off without the section)
+
+    @property
+    def result_window(self) -> WindowConfig:
+        """The window whose results reach results/: the window after a join, else ``window``."""
+        return self.join.window if self.join is not None and self.join.window is not None else self.window
 
     @property
     def multi_source(self) -> bool:
@@ -225,8 +231,10 @@ def parse_config(data: dict[str, Any], base_dir: Path | str = ".") -> PipelineCo
         if not named or len(sources) < 2:
             msg = "[join] joins two named sources: declare them as [[source]] tables with a name each"
             raise ConfigError(msg)
-        join = parse_join(data["join"], sources, "window" in data)
-    window = JOIN_WINDOW if join is not None else parse_window(data["window"])
+        join = parse_join(data["join"], sources)
+        if "window" in data:  # windows after the join, over its joined rows
+            join = parse_join_window(data["window"], join)
+    window = parse_window(data["window"]) if join is None else JOIN_WINDOW_AFTER if join.window else JOIN_WINDOW
     early, interval = parse_trigger(data.get("trigger", {}))
     if join is not None and early is not None:
         msg = "trigger.early: early firings are for windows; a [join] emits each pair when its second row arrives"

@@ -89,6 +89,14 @@ def fingerprint(cfg: PipelineConfig, schema: str | dict[str, str]) -> dict[str, 
         keys["join"] = (f"{j.left} x {j.right} on {', '.join(j.on)} within "
                         f"[{j.bounds.lower_us}, {j.bounds.upper_us}] us, {j.type.value}, "
                         f"columns {list(j.left_columns)} / {list(j.right_columns)}")
+        if j.kind != "interval":  # a temporal join (core/temporal_join.py)
+            keys["join"] = f"{j.kind.value} " + keys["join"]
+        if j.window is not None:  # the window after the join (config/join_window.py)
+            w = j.window
+            keys["join"] += (f"; then {w.type} {_dur(w.size_us)} slide {_dur(w.slide_us)} offset {_dur(w.offset_us)} "
+                             f"lateness {_dur(w.allowed_lateness_us)} key {list(w.key)} "
+                             f"aggregations {', '.join(f'{a.name} = {a.func}({a.column})' for a in w.aggregations)}, "
+                             f"{w.accumulation}")
     win, early = cfg.window, cfg.early
     return {
         **keys,

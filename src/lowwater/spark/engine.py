@@ -194,14 +194,15 @@ class Engine:
         self.logs: dict[str, bool] | None = None
         self.lane = lane_column(kafka, None if cfg.named_sources else cfg.source.name) if self.held else None
         types = {f.name: f.dataType for f in self.schema.fields}
+        window = cfg.result_window  # after a [join], the window over its joined rows (config/join_window.py)
         self.layout = StateLayout(
-            keys=cfg.window.key,
-            key_types=tuple(types[k] for k in cfg.window.key),
-            values=tuple(cfg.window.value_columns),
-            aggregations=cfg.window.aggregations,
-            accumulation=cfg.window.accumulation,
+            keys=window.key,
+            key_types=tuple(types[k] for k in window.key),
+            values=tuple(window.value_columns),
+            aggregations=window.aggregations,
+            accumulation=window.accumulation,
             early=cfg.early,
-            value_types=tuple(types[v] for v in cfg.window.value_columns),
+            value_types=tuple(types[v] for v in window.value_columns),
         )
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests): read at each use, never bound
         self.outputs = ParquetOutputs(spark, cfg.output.path)

@@ -10,26 +10,37 @@ names what the join must emit::
       too_late:             # rows too late for the join
         - {source: orders, event_time: 3}
       counts: {left: {matched: 2, unmatched: 1, too_late: 0}, right: {...}}
+      results:              # with a [window] after the join: its results, as in a transcript
+        - {key: A, window: [0, 10], kind: final, revision: 0, count: 2, orders: 2}
 
 :func:`run_core` replays the log in arrival order through the tracker (``W(r)``
 over both sources) and :class:`~lowwater.core.join.IntervalJoin`, cut into
-batches at the given positions of the arrival order, then drains.
+batches at the given positions of the arrival order, then drains; with a
+``[window]`` the joined rows go through the windows after the join
+(:func:`~lowwater.core.join_windows.run_joined_batch`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from lowwater.config import PipelineConfig
-from lowwater.core.join import IntervalJoin, JoinRow, Side, run_batch
+from lowwater.config.join import JoinConfig
+from lowwater.core.join import Joined, JoinRow, Side, run_batch
+from lowwater.core.join_windows import JoinWindows, WindowResult, run_joined_batch
+from lowwater.core.join_windows import drain as drain_windows
 from lowwater.core.judge import arrival_order, clip_per_source
+from lowwater.core.partials import output
+from lowwater.core.temporal_join import new_join
 from lowwater.core.tracker import WatermarkTracker
+from lowwater.core.triggers import AccumulationMode
 from lowwater.testing.outputs import read_output
-from lowwater.testing.scenario_files import Scenario, _log
-from lowwater.testing.transcripts import load
+from lowwater.testing.scenario_files import Scenario, _agg_names, _log, _num
+from lowwater.testing.transcripts import _results, load
 
 JOIN_COUNT_KEYS = ("rows", "matched", "unmatched", "too_late", "dead_letter")
 
@@ -43,6 +54,7 @@ class JoinObserved:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # side -> counts
     max_open_rows: int = 0  # the most rows buffered after any batch (core path)
     output_watermarks: list[int] = field(default_factory=list)  # held output W after each batch, µs
+    results: list[tuple] = field(default_factory=list)  # windows after the join: transcript result rows
 
 
 def load_join(path: str | Path) -> Scenario:
@@ -58,7 +70,8 @@ def expected(s: Scenario) -> JoinObserved:
     joined = sorted(((str(r["key"]), secs(r["left_event_time"]), secs(r["right_event_time"]))
                      for r in e.get("joined") or []), key=_sort_key)
     late = sorted((str(r["source"]), float(r["event_time"])) for r in e.get("too_late") or [])
-    return JoinObserved(joined, late, {k: dict(v) for k, v in (e.get("counts") or {}).items()})
+    return JoinObserved(joined, late, {k: dict(v) for k, v in (e.get("counts") or {}).items()},
+                        results=_results(e.get("results"), _agg_names(s)))
 
 
 def _sort_key(t: tuple) -> tuple:
@@ -71,6 +84,8 @@ def compare(got: JoinObserved, want: JoinObserved, s: Scenario) -> list[str]:
         problems.append(f"joined differ:\n  got  {got.joined}\n  want {want.joined}")
     if "too_late" in s.expect and got.too_late != want.too_late:
         problems.append(f"too-late rows differ:\n  got  {got.too_late}\n  want {want.too_late}")
+    if "results" in s.expect and got.results != want.results:
+        problems.append(f"window results differ:\n  got  {got.results}\n  want {want.results}")
     for side, counts in want.counts.items():
         for k, v in counts.items():
             if got.counts.get(side, {}).get(k) != v:
@@ -101,7 +116,7 @@ def run_join_log(cfg: PipelineConfig, inputs: dict[str, list[dict]], cuts: list[
     arrival = np.array(log.arrival, dtype=np.int64)[order]
     sources = names[order]
     event, _ = clip_per_source(np.array(log.event, dtype=np.int64)[order], arrival, skew, sources)
-    join = IntervalJoin(jc.bounds, jc.type)
+    join = new_join(jc.kind, jc.bounds, jc.type)
     by_source = {src.name: src for src in cfg.sources}
     for name, _reason in log.dead:
         side = jc.side_of(name)
@@ -115,16 +130,27 @@ def run_join_log(cfg: PipelineConfig, inputs: dict[str, list[dict]], cuts: list[
                             tuple(r.get(c) for c in (jc.left_columns if side == Side.LEFT else jc.right_columns))))
     out = JoinObserved()
     emitted, late = [], []
+    windows = _windows(jc)
+    results: list[WindowResult] = []
     bounds = [0, *sorted(c for c in set(cuts or []) if 0 < c < n), n]
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         w = tracker.advance(parts[lo:hi], event[lo:hi], arrival[lo:hi], sources=sources[lo:hi])
-        got = run_batch(join, rows[lo:hi], w, tracker.watermark_us)
-        emitted += got.emitted
+        if windows is None:
+            got = run_batch(join, rows[lo:hi], w, tracker.watermark_us)
+        else:
+            got = run_joined_batch(join, windows, partial(_columns_of, jc), rows[lo:hi], w, tracker.watermark_us)
+            results += got.results
+        emitted += got.emitted if windows is None else got.joined
         late += got.too_late
         out.max_open_rows = max(out.max_open_rows, join.state.open_rows)
         out.output_watermarks.append(join.output_watermark(tracker.watermark_us))
-    if drain:
+    if drain and windows is not None:
+        got = drain_windows(join, windows, partial(_columns_of, jc))
+        emitted += got.joined
+        results += got.results
+    elif drain:
         emitted += join.drain()
+    out.results = _result_rows(jc, results)
     join.check()
     src_of = {Side.LEFT: jc.left, Side.RIGHT: jc.right}
 
@@ -143,6 +169,37 @@ def run_join_log(cfg: PipelineConfig, inputs: dict[str, list[dict]], cuts: list[
     )
     out.counts = {side.value: c.as_dict() for side, c in join.counts().items()}
     return out
+
+
+def _windows(jc: JoinConfig) -> JoinWindows | None:
+    """The windows after the join (None without a [window])."""
+    if jc.window is None:
+        return None
+    w = jc.window
+    return JoinWindows(w.assigner(), w.allowed_lateness_us, [a.column for a in w.aggregations],
+                       AccumulationMode(w.accumulation))
+
+
+def _columns_of(jc: JoinConfig, j: Joined) -> tuple[tuple, dict]:
+    """A joined row's window key and its columns by name (a missing right side: nulls)."""
+    values = dict(zip(jc.on, j.left.key, strict=True))
+    values.update(zip(jc.left_columns, j.left.values, strict=True))
+    values.update(zip(jc.right_columns, j.right.values if j.right is not None else [None] * len(jc.right_columns),
+                      strict=True))
+    assert jc.window is not None
+    return tuple(values[c] for c in jc.window.key), values
+
+
+def _result_rows(jc: JoinConfig, results: list[WindowResult]) -> list[tuple]:
+    """The windows' emissions as transcript result rows (key, start, end, kind, revision, count, *aggs)."""
+    if jc.window is None:
+        return []
+    rows = []
+    for r in results:
+        values = [output(a.func, r.values[i].parts, 0) for i, a in enumerate(jc.window.aggregations)]
+        rows.append(("|".join(str(k) for k in r.key), r.start_us / 1e6, r.end_us / 1e6, r.kind, r.revision, r.count,
+                     *[None if v is None else _num(float(v)) for v in values]))
+    return sorted(rows, key=_sort_key)
 
 
 # -- the Spark path ----------------------------------------------------------------
@@ -205,4 +262,11 @@ def _observed(spark, cfg: PipelineConfig, out: Path, summary: dict) -> JoinObser
     by_name = {src.name: src for src in cfg.sources}
     late = sorted((str(r["source"]), float(r[by_name[r["source"]].event_time])) for r in read("late"))
     counts = {side: {k: v for k, v in c.items() if k != "balanced"} for side, c in summary.get("join", {}).items()}
-    return JoinObserved(joined, late, counts)
+    results = []
+    if jc.window is not None:  # the windows after the join: results/, as a transcript's rows
+        aggs = [a.name for a in jc.window.aggregations]
+        results = sorted(((("|".join(str(r[k]) for k in jc.window.key)), secs(r["window_start"]),
+                           secs(r["window_end"]), r["kind"], int(r["revision"]), int(r["count"]),
+                           *[None if pd.isna(r[a]) else _num(float(r[a])) for a in aggs])
+                          for r in read("results")), key=_sort_key)
+    return JoinObserved(joined, late, counts, results=results)

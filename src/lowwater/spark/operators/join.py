@@ -46,6 +46,7 @@ from lowwater.config.join import JoinConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.join import TOO_LATE_FOR_JOIN, JoinType, Side, SideCounts
 from lowwater.core.lateness import LatePolicy
+from lowwater.core.temporal_join import JoinKind
 from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
@@ -141,6 +142,7 @@ class JoinOperator:
         self.clip = clipping(cfg)[0]
         self.out_schema = out_schema(self.join, self.types)
         self._prepared = False
+        self.last: tuple[_Pass, int] | None = None  # the last step's pass and held output W (join_windows.py)
 
     # -- layouts ---------------------------------------------------------------------
 
@@ -207,7 +209,8 @@ class JoinOperator:
     ) -> tuple[set[int], set[int]]:
         """(buckets to read, buckets dropped unread); the dropped buckets' pending rows are counted unmatched."""
         read, dropped = set(), set()
-        owes = self.join.type == JoinType.LEFT_OUTER
+        # A left outer join owes its unmatched rows; a temporal join matches its left rows when W frees them.
+        owes = self.join.type == JoinType.LEFT_OUTER or self.join.kind == JoinKind.TEMPORAL
         for b in prev.buckets:
             m = None if summaries is None else summaries.get(b)
             if m is None or touched is None or b in touched:
@@ -301,6 +304,7 @@ class JoinOperator:
         }
         self.sinks.write_rows(JOIN_METRICS, step, pa.Table.from_pylist([metrics], JOIN_METRICS_ARROW),
                               JOIN_METRICS_SCHEMA)
+        self.last = (got, held)
         return got, buckets, held
 
     @staticmethod

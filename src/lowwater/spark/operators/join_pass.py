@@ -31,9 +31,11 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config.join import JoinConfig
-from lowwater.core.join import IntervalJoin, JoinRow, JoinState, Side, SideCounts, _Buffered, run_batch
+from lowwater.core.join import JoinRow, JoinState, Side, SideCounts, _Buffered, run_batch
+from lowwater.core.temporal_join import JoinKind, new_join
 from lowwater.core.watermarks import clip_future
 from lowwater.spark.contrib import skew_of
+from lowwater.time import POS_INF
 
 COUNT_FIELDS = tuple(SideCounts().as_dict())
 COUNTS = tuple(f"_c_{side.value}_{f}" for side in Side for f in COUNT_FIELDS)
@@ -83,6 +85,7 @@ def make_join_pass(
     """
     on = list(join.on)
     bounds, jtype = join.bounds, join.type
+    temporal = join.kind == JoinKind.TEMPORAL
     arrow_schema = to_arrow_schema(out, timezone="UTC")  # timestamps cross as UTC instants
     payload = [f"k_{c}" for c in on] + [f"left_{c}" for c in join.left_columns]
     payload += [f"right_{c}" for c in join.right_columns]
@@ -122,7 +125,7 @@ def make_join_pass(
         event = events(t, new)
         left = (t.column("side").to_numpy(zero_copy_only=False) == Side.LEFT.value)
         free = np.where(left, event + bounds.upper_us, event - bounds.lower_us)
-        load, still = _to_load(t, on, role, new, free, watermark_us)
+        load, still = _to_load(t, on, role, new, free, watermark_us, whole_keys=temporal)
         seen = np.concatenate([load, new])
         key_values = [t.column(f"k_{c}").take(pa.array(seen, pa.int64())).to_pylist() for c in on]
         keys = dict(zip(seen.tolist(), zip(*key_values, strict=True), strict=True))
@@ -136,7 +139,7 @@ def make_join_pass(
             if not matched[i]:
                 before[side].pending += 1
         state.counts = {s: SideCounts(**c.as_dict()) for s, c in before.items()}
-        ij = IntervalJoin(bounds, jtype, state)
+        ij = new_join(join.kind, bounds, jtype, state)
         order = new[np.argsort(seq[new], kind="stable")]
         rows = [JoinRow(Side.LEFT if left[i] else Side.RIGHT, keys[i], int(event[i]), int(seq[i]), (i,))
                 for i in order.tolist()]
@@ -187,8 +190,11 @@ def make_join_pass(
         cols.update(event_us=longs(event), matched=pa.array(flags))
         yield shaped(cols, len(pos), "S")
         free = np.where(is_left, event + bounds.upper_us, event - bounds.lower_us)
+        # The held output watermark's part: a temporal join's kept versions emit nothing (its rows carry
+        # their left row's time), so only its waiting left rows hold it.
+        held = np.where(is_left, event, POS_INF) if temporal else event
         summary = pa.table({
-            "_bucket": cols["_bucket"], "free": free, "event": event,
+            "_bucket": cols["_bucket"], "free": free, "event": held,
             "ol": is_left.astype(np.int64), "or": (~is_left).astype(np.int64),
             "pl": (is_left & ~flags).astype(np.int64), "pr": (~is_left & ~flags).astype(np.int64),
         }).group_by("_bucket", use_threads=False).aggregate([
@@ -205,18 +211,22 @@ def make_join_pass(
 
 def _to_load(
     t: pa.Table, on: list[str], role: np.ndarray, new: np.ndarray, free: np.ndarray, watermark_us: int,
+    whole_keys: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Buffered rows the core must see (a key with new rows, or freed by ``W``), and those kept as they are.
 
     A buffered row of a key without new rows changes only when ``W`` frees it: the others pass through
-    as Arrow, never as Python values.
+    as Arrow, never as Python values. ``whole_keys`` (the temporal join, which matches a left row when
+    ``W`` frees it): every row of a key with a freed row too.
     """
     buffered = np.flatnonzero(role == 0)
     hot = watermark_us > free[buffered]
-    if len(new) and not hot.all():
+    if (len(new) or (whole_keys and hot.any())) and not hot.all():
         ids = _key_ids(t, on)
         touched = np.zeros(int(ids.max()) + 1, dtype=bool)
         touched[ids[new]] = True
+        if whole_keys:
+            touched[ids[buffered[hot]]] = True
         hot |= touched[ids[buffered]]
     return buffered[hot], buffered[~hot]
 
