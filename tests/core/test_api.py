@@ -296,8 +296,8 @@ def test_an_interval_join_is_the_toml_files_join_table(tmp_path):
     # checks across the two sides: the file's parser, its one line naming the key
     (lambda a, b: a.interval_join(b, on="user", between=("5s", "1s")).write(lw.parquet("o")).config, ValueError,
      "join.lower"),
-    (lambda a, b: a.interval_join(b, on="user", between=("0s", "1s")).window(lw.tumbling("1m"))
-     .write(lw.parquet("o")).config, ValueError, "[join] and [window] together"),
+    (lambda a, b: a.interval_join(b, on="user", between=("0s", "1s")).window(lw.session(gap="1m"))
+     .write(lw.parquet("o")).config, ValueError, "after a [join] is not supported"),
 ])
 def test_a_bad_join_argument_is_one_error_naming_it(build, error, names):
     with pytest.raises(error) as e:
@@ -339,3 +339,16 @@ def test_whatif_and_reconcile_refuse_a_bad_argument_in_one_line_before_spark(tmp
         with pytest.raises(error) as e:
             build()
         assert text in str(e.value) and "\n" not in str(e.value), (text, str(e.value))
+
+
+
+def test_a_window_after_an_interval_join_is_the_toml_files_join_and_window(tmp_path):
+    clicks, orders = join_sides()
+    columns = {"left": ["click"], "right": ["amount"]}
+    p = (clicks.interval_join(orders, on="user", between=("0s", "10s"), columns=columns)
+         .window(lw.tumbling("1 minute"), key="user").write(lw.parquet(tmp_path / "out")))
+    cfg = p.config
+    assert cfg.join is not None and cfg.join.window is not None
+    assert cfg.join.window.type == "tumbling" and cfg.join.window.size_us == 60_000_000
+    (tmp_path / "p.toml").write_text(p.to_toml())
+    assert load_config(tmp_path / "p.toml").join == cfg.join  # the file's [join] and [window], read back
