@@ -1,4 +1,4 @@
-"""``[join]``: an interval join of two named sources (SEMANTICS.md §9; the operator is ``spark/operators/join.py``).
+"""``[join]``: an interval join of two named sources (SEMANTICS.md §9; the operator is ``spark/operators/join/``).
 
 ::
 

@@ -66,6 +66,7 @@ from lowwater.spark.held import CARRIED, HeldRows
 from lowwater.spark.hooks import StepHooks
 from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA, metrics_row, metrics_table
 from lowwater.spark.operators import OPERATORS, WindowOperator
+from lowwater.spark.operators.windowed.fold import StateLayout
 from lowwater.spark.planner import StepPlanner
 from lowwater.spark.query import QueryControl, StopRequested
 from lowwater.spark.ready import judged_rows, lane_column
@@ -80,7 +81,6 @@ from lowwater.spark.step import (
     count_out_of_order,
     summarise,
 )
-from lowwater.spark.windowing import StateLayout
 from lowwater.time import POS_INF, format_ts
 
 __all__ = [

@@ -5,10 +5,10 @@ A ``[join]`` pipeline carries ``window.type = "join"`` (config/join.py) and runs
 
 from __future__ import annotations
 
-from lowwater.spark.operators.join import JoinOperator
+from lowwater.spark.operators.join.operator import JoinOperator
 from lowwater.spark.operators.protocol import OperatorFactory, WindowOperator
-from lowwater.spark.operators.sessions import SessionOperator
-from lowwater.spark.operators.windowed import WindowedOperator
+from lowwater.spark.operators.sessions.operator import SessionOperator
+from lowwater.spark.operators.windowed.operator import WindowedOperator
 
 OPERATORS: dict[str, OperatorFactory] = {
     "tumbling": WindowedOperator,

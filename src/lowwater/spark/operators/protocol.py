@@ -19,13 +19,13 @@ from pyspark.sql.types import StructType
 
 from lowwater.config import PipelineConfig
 from lowwater.io.sink import Sinks
+from lowwater.spark.operators.windowed.fold import StateLayout
 from lowwater.spark.state import BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.spark.windowing import StateLayout
 
 
 class WindowOperator(Protocol):
-    """One window type on Spark (``operators/windowed.py``, ``operators/sessions.py``)."""
+    """One window type on Spark (``operators/windowed/``, ``operators/sessions/``, ``operators/join/``)."""
 
     store: BucketStateStore  # the operator's versioned state; the engine commits manifests through it
 

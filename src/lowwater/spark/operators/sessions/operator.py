@@ -5,7 +5,7 @@ driver cannot decide it from ``W(r)`` alone. A session step is therefore:
 
 1. the driver's plan (``spark/planner.py``, as for every window type) gives
    ``W(r)`` and the arrival sequence number of every row, broadcast by row id;
-2. one keyed pass (``operators/session_pass.py``) runs the core state machine
+2. one keyed pass (``executor.py``) runs the core state machine
    per key over the live state and the step's rows, persisted once;
 3. the driver checks that the executors' verdicts add up to its valid-row
    count, writes results and late rows through the sinks (too-late row ids
@@ -35,11 +35,11 @@ from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.aggtypes import value_cast, value_expr
 from lowwater.spark.clocked import CLOCK_COLUMNS
-from lowwater.spark.contrib import PER_ROW, clipping
-from lowwater.spark.operators.session_pass import COUNTS, make_session_step, out_schema, state_schema
+from lowwater.spark.operators.sessions.executor import COUNTS, make_session_step, out_schema, state_schema
+from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
+from lowwater.spark.operators.windowed.fold import StateLayout
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.spark.windowing import StateLayout
 from lowwater.time import POS_INF, output_us
 
 log = logging.getLogger("lowwater")

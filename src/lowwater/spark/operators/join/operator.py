@@ -5,7 +5,7 @@ gives every judged row its ``W(r)`` from the tracker over both sources, the
 join's watermark of SEMANTICS.md §9) without any per-row work on the driver:
 
 1. **rows**: the judged rows' join columns, their row clock attached as
-   columns (``operators/join_input.py``: ``_w``, ``_seq``) and their key bucket;
+   columns (``input.py``: ``_w``, ``_seq``) and their key bucket;
 2. **buckets**: the state is Parquet buckets by key hash in the versioned
    store, with a summary per bucket beside the counts (``join/m<step>.json``:
    the bounds ``W`` must pass to free its rows, its earliest event time, open
@@ -13,7 +13,7 @@ join's watermark of SEMANTICS.md §9) without any per-row work on the driver:
    those ``W`` starts to free; a bucket ``W`` frees whole is dropped unread
    (its pending rows counted unmatched) unless a left outer join owes rows
    from it; the others keep their version;
-3. **keyed pass** (``operators/join_pass.py``): rows and read state shuffled by
+3. **keyed pass** (``executor.py``): rows and read state shuffled by
    bucket, the core join run per task; pairs, unmatched left rows, too-late
    row ids, the new state, per-bucket summaries and count deltas come back;
 4. **write** through the sinks: ``joined``, ``late`` (too-late rows whole,
@@ -49,9 +49,7 @@ from lowwater.core.lateness import LatePolicy
 from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
-from lowwater.spark.contrib import PER_ROW, clipping
-from lowwater.spark.operators.join_input import BUCKETS, join_columns, new_rows, state_rows
-from lowwater.spark.operators.join_pass import (
+from lowwater.spark.operators.join.executor import (
     COUNT_FIELDS,
     EMITTED,
     META,
@@ -60,9 +58,11 @@ from lowwater.spark.operators.join_pass import (
     out_schema,
     state_columns,
 )
+from lowwater.spark.operators.join.input import BUCKETS, join_columns, new_rows, state_rows
+from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
+from lowwater.spark.operators.windowed.fold import StateLayout
 from lowwater.spark.state import KEEP_MANIFESTS, Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.spark.windowing import StateLayout
 from lowwater.time import POS_INF, to_datetime
 
 log = logging.getLogger("lowwater")
@@ -94,7 +94,7 @@ JOIN_METRICS_ARROW = pa.schema([
 
 @dataclass(frozen=True)
 class BucketSummary:
-    """One state bucket as the driver knows it without reading it (``operators/join_pass.META``)."""
+    """One state bucket as the driver knows it without reading it (``executor.META``)."""
 
     min_free: int  # W > this frees at least one of its rows
     max_free: int  # W > this frees all of them

@@ -2,13 +2,13 @@
 
 A step carries out a :class:`~lowwater.spark.step.StepPlan` in three parts:
 
-1. **contributions** (executors, ``spark/contrib.py``): each task judges
+1. **contributions** (executors, ``executor.py``): each task judges
    every (row, window) pair from the row's ``W(r)`` (attached in the same
    pass, ``spark/clocked.py``) and folds the on-time pairs into partials; the
    frame is persisted and materialised once, observing the verdict counts and
    the window ends touched (the state buckets to read); with the driver's
    clock they must equal the driver's;
-2. **fold** (Spark SQL, ``spark/windowing.py``): state ⊕ partials, early
+2. **fold** (Spark SQL, ``fold.py``): state ⊕ partials, early
    firings, finals, revisions, the new state;
 3. **write**: late rows and results through the sinks, the new state as
    versioned buckets, side by side (``runtime/jobs.py``).
@@ -34,10 +34,10 @@ from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, La
 from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import col, memo, select, watermark_ts
 from lowwater.runtime.jobs import side_by_side
-from lowwater.spark.contrib import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
+from lowwater.spark.operators.windowed.executor import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
+from lowwater.spark.operators.windowed.fold import ROWS, StateLayout, step_windows
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.spark.windowing import ROWS, StateLayout, step_windows
 from lowwater.time import POS_INF, output_us
 
 log = logging.getLogger("lowwater")
