@@ -61,6 +61,7 @@ from lowwater.spark.operators.join.executor import (
 from lowwater.spark.operators.join.input import BUCKETS, join_columns, new_rows, state_rows
 from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
 from lowwater.spark.operators.windowed.fold import StateLayout
+from lowwater.spark.operators.windowed.operator import window_results
 from lowwater.spark.state import KEEP_MANIFESTS, Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.time import POS_INF, to_datetime
@@ -117,7 +118,9 @@ class _Pass:
 
 
 class JoinOperator:
-    """``[join]``: an interval join of two sources (the engine's operator for ``window.type = "join"``)."""
+    """``[join]``: an interval join of two sources (the operator ``join``, ``config/join.JOIN_WINDOW``)."""
+
+    driver_clock_only: str | None = "the interval join runs on the driver"  # it reads plan.lookup
 
     def __init__(
         self,
@@ -138,6 +141,7 @@ class JoinOperator:
         self.types = {f.name: f.dataType for f in inputs.fields}
         self.state_dir = state_dir.rstrip("/")
         self.store = BucketStateStore(spark, state_dir, self.state_schema())
+        self.layout = layout  # results/ is prepared with its (empty) window columns, as for every pipeline
         self.clip = clipping(cfg)[0]
         self.out_schema = out_schema(self.join, self.types)
         self._prepared = False
@@ -150,6 +154,13 @@ class JoinOperator:
     def state_schema(self) -> T.StructType:
         cols = [*state_columns(self.join, self.types), ("_bucket", T.IntegerType())]
         return T.StructType([T.StructField(n, t) for n, t in cols])
+
+    def empty_results(self) -> DataFrame:
+        return window_results(self.spark, self.layout)
+
+    def row_columns(self) -> list[str] | None:
+        """Every column: the join runs on the driver's clock, which lays out no columns."""
+        return None
 
     def joined_schema(self) -> T.StructType:
         """joined/: the keys, the left side's chosen columns, the right side's, both event times, the watermark."""

@@ -38,6 +38,7 @@ from lowwater.spark.clocked import CLOCK_COLUMNS
 from lowwater.spark.operators.sessions.executor import COUNTS, make_session_step, out_schema, state_schema
 from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
 from lowwater.spark.operators.windowed.fold import StateLayout
+from lowwater.spark.operators.windowed.operator import window_results
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.time import POS_INF, output_us
@@ -49,6 +50,8 @@ BUCKET = 0  # all live sessions are one bucket of the versioned store
 
 class SessionOperator:
     """Session windows: every live session is one bucket, read and rewritten by each step's keyed pass."""
+
+    driver_clock_only: str | None = None  # either row clock serves it
 
     def __init__(
         self,
@@ -71,6 +74,13 @@ class SessionOperator:
 
     def state_schema(self) -> T.StructType:
         return state_schema(self.layout)
+
+    def empty_results(self) -> DataFrame:
+        return window_results(self.spark, self.layout)
+
+    def summary(self, manifest: Manifest) -> dict:
+        """Nothing beside the engine's accounting."""
+        return {}
 
     # -- Spark frames --------------------------------------------------------------
 

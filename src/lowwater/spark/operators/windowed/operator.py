@@ -101,6 +101,25 @@ def _emission_counts() -> list[Column]:
     ])
 
 
+def aggregate_layout(cfg: PipelineConfig, inputs: T.StructType) -> StateLayout:
+    """The per-(key, window) aggregate layout of ``[window]`` over ``inputs`` (the windowed and session state)."""
+    types = {f.name: f.dataType for f in inputs.fields}
+    return StateLayout(
+        keys=cfg.window.key,
+        key_types=tuple(types[k] for k in cfg.window.key),
+        values=tuple(cfg.window.value_columns),
+        aggregations=cfg.window.aggregations,
+        accumulation=cfg.window.accumulation,
+        early=cfg.early,
+        value_types=tuple(types[v] for v in cfg.window.value_columns),
+    )
+
+
+def window_results(spark: SparkSession, layout: StateLayout) -> DataFrame:
+    """results/'s columns for ``layout``'s windows, as an empty frame (what the sinks are prepared with)."""
+    return layout.emission(spark.createDataFrame([], layout.schema()), "final", F.lit(0), None, 0)
+
+
 def _is_kind(kind: str) -> Column:
     """``_kind = kind`` on the contributions frame (built once per context)."""
     return memo(("is_kind", kind), lambda: col("_kind") == kind)
@@ -108,6 +127,8 @@ def _is_kind(kind: str) -> Column:
 
 class WindowedOperator:
     """Tumbling and hopping windows: state is one bucket per window end, read only where a step needs it."""
+
+    driver_clock_only: str | None = None  # either row clock serves it
 
     def __init__(
         self,
@@ -130,6 +151,13 @@ class WindowedOperator:
 
     def state_schema(self) -> T.StructType:
         return self.layout.schema()
+
+    def empty_results(self) -> DataFrame:
+        return window_results(self.spark, self.layout)
+
+    def summary(self, manifest: Manifest) -> dict:
+        """Nothing beside the engine's accounting."""
+        return {}
 
     def row_columns(self) -> list[str]:
         """What the contributions pass may read of a row (the executors' clock lays out only these)."""
