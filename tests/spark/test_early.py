@@ -283,7 +283,7 @@ def test_state_layout_grows_only_with_a_trigger(mode, early, extra):
     from pyspark.sql import types as T
 
     from lowwater.core.aggregates import AggSpec
-    from lowwater.spark.windowing import StateLayout
+    from lowwater.spark.operators.windowed.fold import StateLayout
 
     layout = StateLayout(("key",), (T.StringType(),), ("amount",), (AggSpec.parse("total", "sum(amount)"),),
                          accumulation=mode, early=EarlyTrigger.parse(early) if early else None)

@@ -2,7 +2,7 @@
 
 Hypothesis draws two-source logs (as tests/core/test_join.py does), cuts each
 source into files at random, and a random number of shuffle partitions: the
-keyed pass on the executors (spark/operators/join_pass.py) must give exactly
+keyed pass on the executors (spark/operators/join/executor.py) must give exactly
 the pairs, unmatched left rows, too-late rows and per-side counts of a nested
 loop over the rows admitted by ``W(r)``, whatever the partitioning, the cut and
 whether a step finds out which key buckets its rows touch.
@@ -28,7 +28,7 @@ from lowwater.core.judge import arrival_order
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.io.files import read_batch
 from lowwater.spark.engine import Engine
-from lowwater.spark.operators import join as join_operator
+from lowwater.spark.operators.join import operator as join_operator
 from lowwater.testing.join_scenarios import _observed, compare, expected, load_join, run_spark
 from lowwater.testing.scenario_files import Scenario
 from lowwater.testing.scenario_spark import land_inputs

@@ -1,4 +1,4 @@
-"""The join's keyed pass (spark/operators/join_pass.py) as plain Arrow, against one core join over the whole log.
+"""The join's keyed pass (spark/operators/join/executor.py) as plain Arrow, against one core join over the whole log.
 
 No Spark session: the executor function is called on Arrow tables as
 ``mapInArrow`` would call it, step after step, its state rows fed back into
@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 from lowwater.config.join import JoinConfig
 from lowwater.core.join import JoinBounds, JoinRow, JoinType, Side, run_batch
 from lowwater.core.temporal_join import TEMPORAL_BOUNDS, JoinKind, new_join
-from lowwater.spark.operators.join_pass import COUNTS, make_join_pass, out_schema, state_columns
+from lowwater.spark.operators.join.executor import COUNTS, make_join_pass, out_schema, state_columns
 from lowwater.time import NEG_INF
 
 TYPES = {"user": T.StringType(), "cid": T.LongType(), "oid": T.LongType()}

@@ -61,11 +61,11 @@ def edited_file(error: BaseException) -> str | None:
 def sum_overflow(error: BaseException) -> str | None:
     """What a job refused because a sum left its type says, in one line (None: not that).
 
-    lowwater's own check (``spark/contrib.check_sum``: Arrow's int64 sum
+    lowwater's own check (``spark/operators/windowed/executor.check_sum``: Arrow's int64 sum
     wraps around silently) names the column; Spark's ANSI check
     (``ARITHMETIC_OVERFLOW``) does not.
     """
-    from lowwater.spark.contrib import SUM_OVERFLOW
+    from lowwater.spark.operators.windowed.executor import SUM_OVERFLOW
 
     text = str(error)
     at = text.find(SUM_OVERFLOW)

@@ -1,4 +1,4 @@
-"""``[join]``: an interval or temporal join of two named sources (SEMANTICS.md §9; ``spark/operators/join.py``).
+"""``[join]``: an interval or temporal join of two named sources (SEMANTICS.md §9; ``spark/operators/join/``).
 
 ::
 
@@ -46,7 +46,7 @@ JOIN_TYPES = tuple(t.value for t in JoinType)
 JOIN_RESERVED = frozenset({"left_event_time", "right_event_time", "watermark", "batch_id"})
 
 # What a join pipeline carries as its window: no key, no aggregate, one window that never closes,
-# so the planner's window verdicts are all "on time" and the join operator (OPERATORS["join"]) judges.
+# so the planner's window verdicts are all "on time" and the join operator (registered as "join") judges.
 JOIN_WINDOW = WindowConfig(
     type="join", size_us=2**61, slide_us=None, offset_us=0, allowed_lateness_us=0, key=(), aggregations=(),
 )

@@ -11,7 +11,15 @@ from lowwater.core.lateness import AllowedLateness
 from lowwater.core.triggers import AccumulationMode
 from lowwater.core.windows import HoppingWindows, SessionWindows, TumblingWindows
 
-WINDOW_TYPES = ("tumbling", "hopping", "session")
+# ``window.type`` values ``[window]`` accepts, and the operator (``spark/operators/``) each one runs: the
+# built-in ones here (the configuration is checked before Spark starts); an operator's registration
+# (``spark.operators.register_operator(name, factory, window_types=...)``) adds its own. A registered type is
+# sized like a tumbling window (``size``, ``offset``): the planner's verdicts use it. The join's placeholder
+# window (config/join.py) is no ``[window]`` type; it names the join operator.
+WINDOW_TYPES: list[str] = ["tumbling", "hopping", "session"]
+OPERATOR_OF: dict[str, str] = {
+    "tumbling": "windowed", "hopping": "windowed", "session": "sessions", "join": "join", "join_window": "join_window",
+}
 ACCUMULATION_MODES = tuple(m.value for m in AccumulationMode)
 WINDOW_KEYS = frozenset({
     "type", "size", "slide", "offset", "gap", "allowed_lateness", "key", "aggregations", "accumulation",
@@ -35,6 +43,11 @@ class WindowConfig:
     gap_us: int | None = None
 
     @property
+    def operator(self) -> str:
+        """The operator that runs this window type (:data:`OPERATOR_OF`)."""
+        return OPERATOR_OF[self.type]
+
+    @property
     def is_session(self) -> bool:
         return self.type == "session"
 
@@ -54,6 +67,22 @@ class WindowConfig:
     @property
     def value_columns(self) -> list[str]:
         return value_columns(list(self.aggregations))
+
+
+def register_window_type(wtype: str, operator: str) -> None:
+    """Make ``window.type = "<wtype>"`` a window type that ``operator`` runs (sized like a tumbling window)."""
+    if wtype in OPERATOR_OF:
+        msg = f"window type {wtype!r} is registered already (operator {OPERATOR_OF[wtype]!r})"
+        raise ValueError(msg)
+    WINDOW_TYPES.append(wtype)
+    OPERATOR_OF[wtype] = operator
+
+
+def unregister_window_type(wtype: str) -> None:
+    """Undo :func:`register_window_type` (a test's toy operator)."""
+    if wtype in WINDOW_TYPES:
+        WINDOW_TYPES.remove(wtype)
+    del OPERATOR_OF[wtype]
 
 
 def _extent(win: dict[str, Any], wtype: str) -> tuple[int, int | None, int | None]:

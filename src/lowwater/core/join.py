@@ -30,7 +30,7 @@ carries the event time of a buffered row or of a row not yet arrived (at least `
 Per side, every row ends in exactly one of matched (at least once) /
 unmatched (freed with no partner) / too late / dead letter, plus *pending*
 (buffered, not matched yet) until it is freed: :class:`SideCounts`.
-Pure Python, no Spark; the Spark operator (``spark/operators/join.py``) runs it.
+Pure Python, no Spark; the Spark operator (``spark/operators/join/``) runs it.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ what each carries:
   then the new full value.
 
 :class:`Pane` is the reference state machine (pure Python, one value column);
-``spark/windowing.py`` applies the same rule to every (key, window) of a step
+``spark/operators/windowed/fold.py`` applies the same rule to every (key, window) of a step
 with Spark SQL, and the tests hold the two together. :func:`fold` is the fold
 property: folding a window's emissions the way its mode prescribes gives the
 value of all its admitted rows.

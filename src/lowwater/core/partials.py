@@ -21,7 +21,7 @@ ratio of two (``avg = sum / non-null``)::
 The column names are the persisted names of the window state (Spark), so they
 must not change. The fold and merge names are those of Arrow's and Spark SQL's
 aggregate functions (``count_all`` counts rows, ``count`` non-null values), so
-``spark/contrib.py`` and ``spark/windowing.py`` build their aggregations from
+``spark/operators/windowed/executor.py`` and ``fold.py`` build their aggregations from
 this table.
 
 In Python a partial is a flat list in column order: ``[n, s0, mn0, mx0, nn0,

@@ -24,7 +24,7 @@ both inputs, as for the interval join, SEMANTICS.md §9):
 The result does not depend on how the input is cut or when :meth:`advance` runs.
 The state is a :class:`~lowwater.core.join.JoinState` (pending left rows, kept
 versions, with their matched flags), so the interval join's keyed pass on
-Spark runs this machine unchanged (``spark/operators/join_pass.py``). Its output
+Spark runs this machine unchanged (``spark/operators/join/executor.py``). Its output
 watermark is ``min(W, earliest pending left row)``: a joined row carries its left
 row's event time.
 """

@@ -15,7 +15,8 @@ every window type::
    sorted into arrival order and fed to the core
    :class:`~lowwater.core.tracker.WatermarkTracker`, which yields ``W(r)`` for
    every row with vectorised numpy -- the only inherently sequential part;
-3. **operator** (one per window type, chosen once): classifies on the
+3. **operator** (the one the window type names, ``spark/operators/registry.py``; built once from an
+   ``OperatorContext``, never asked which it is): classifies on the
    executors with the same core functions, folds against stored state (in
    versioned Parquet buckets, ``state``) and writes results and late rows
    through the sinks;
@@ -65,7 +66,7 @@ from lowwater.spark.clocked import ClockedRows, lookup_attach, lookup_needs
 from lowwater.spark.held import CARRIED, HeldRows
 from lowwater.spark.hooks import StepHooks
 from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA, metrics_row, metrics_table
-from lowwater.spark.operators import OPERATORS, WindowOperator
+from lowwater.spark.operators import OperatorContext, WindowOperator, build_operator
 from lowwater.spark.planner import StepPlanner
 from lowwater.spark.query import QueryControl, StopRequested
 from lowwater.spark.ready import judged_rows, lane_column
@@ -80,7 +81,6 @@ from lowwater.spark.step import (
     count_out_of_order,
     summarise,
 )
-from lowwater.spark.windowing import StateLayout
 from lowwater.time import POS_INF, format_ts
 
 __all__ = [
@@ -193,28 +193,20 @@ class Engine:
         self.file_backlogs = FileBacklogs(self.fs, cfg) if cfg.multi_source and idle_files else None
         self.logs: dict[str, bool] | None = None
         self.lane = lane_column(kafka, None if cfg.named_sources else cfg.source.name) if self.held else None
-        types = {f.name: f.dataType for f in self.schema.fields}
-        window = cfg.result_window  # after a [join], the window over its joined rows (config/join_window.py)
-        self.layout = StateLayout(
-            keys=window.key,
-            key_types=tuple(types[k] for k in window.key),
-            values=tuple(window.value_columns),
-            aggregations=window.aggregations,
-            accumulation=window.accumulation,
-            early=cfg.early,
-            value_types=tuple(types[v] for v in window.value_columns),
-        )
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests): read at each use, never bound
         self.outputs = ParquetOutputs(spark, cfg.output.path)
         # [output] kind's sink beside the Parquet output (io/sink.register_sink: postgres, delta, ...).
         self.sinks = Sinks(spark, [self.outputs, *output_sinks(cfg, spark, self.lw_dir)])
         self.planner = StepPlanner(cfg, unit, lambda: self.clock())
-        # Where W(r) is computed (ADR 0032): on the executors where the pipeline allows, else on the driver.
+        # The operator its window type names (spark/operators/registry.py); the engine never asks which.
+        self.operator: WindowOperator = build_operator(OperatorContext(
+            cfg, spark, f"{self.lw_dir}/state", self.sinks, self.schema, lambda: self.clock(),
+        ))
+        # Where W(r) is computed (ADR 0032): on the executors where the pipeline and the operator allow, else
+        # on the driver.
         forced = os.environ.get("LOWWATER_ROW_CLOCK", "").strip().lower() == "driver"
-        self.row_clock = ExecutorClock(cfg) if unavailable(cfg) is None and not forced else None
-        self.operator: WindowOperator = OPERATORS[cfg.window.type](
-            cfg, spark, self.layout, f"{self.lw_dir}/state", self.sinks, self.schema, lambda: self.clock(),
-        )
+        executors = unavailable(cfg) is None and self.operator.driver_clock_only is None
+        self.row_clock = ExecutorClock(cfg) if executors and not forced else None
         self.store = self.operator.store
         self.reports: list[StepReport] = []
         self._outputs_ready = False
@@ -327,7 +319,7 @@ class Engine:
                 # A Kafka batch is laid out whole and read once; files only with what the operator reads
                 # (dead letters, held and late rows re-read them, as with the driver's clock).
                 kafka = self.kafka_logs is not None
-                columns = None if kafka else getattr(self.operator, "row_columns", lambda: None)()
+                columns = None if kafka else self.operator.row_columns()
                 clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns)
                 if kafka:
                     parsed = clocked.laid
@@ -409,9 +401,7 @@ class Engine:
     def _ensure_outputs(self) -> None:
         """Once per engine: every output exists and reads as an empty table with its columns (``io/sink``)."""
         if not self._outputs_ready:
-            results = self.layout.emission(self.spark.createDataFrame([], self.layout.schema()), "final", F.lit(0),
-                                           None, 0)
-            self.sinks.prepare_all(self.schema, results, METRICS_ARROW, METRICS_SCHEMA)
+            self.sinks.prepare_all(self.schema, self.operator.empty_results(), METRICS_ARROW, METRICS_SCHEMA)
             self._outputs_ready = True
 
     def _write_dead_letters(self, parsed: DataFrame, step: int) -> None:
@@ -493,5 +483,4 @@ class Engine:
 
     def summary(self, manifest: Manifest) -> dict:
         """The accounting totals of SEMANTICS.md §6 for everything this checkpoint processed."""
-        extra = getattr(self.operator, "summary", None)  # an operator's own accounting (the join's, per side)
-        return {**summarise(manifest), **(extra(manifest) if extra is not None else {})}
+        return {**summarise(manifest), **self.operator.summary(manifest)}  # an operator's own (the join's, per side)

@@ -201,7 +201,7 @@ class StepPlanner:
         due = prev.due(w_new, now_us, early.every_us if early is not None else None)
         on_time_ends = j.pairs.end[j.verdict == Lateness.ON_TIME]
         # Does any window fire in this step (stored, or opened by this batch and closed by its own W)?
-        # If not and there are no late updates, the step emits nothing: no results job (operators/windowed.py).
+        # If not and there are no late updates, the step emits nothing: no results job (operators/windowed/).
         fires = bool(to_fire) or bool((on_time_ends <= w_new).any())
         rid_sorted = rid[order] if j.data is None else rid[order][j.data]  # data rows: markers are not judged
         by_rid = np.argsort(rid_sorted, kind="stable")

@@ -61,9 +61,10 @@ _SUMMARY = T.StructType([T.StructField("summary", T.BinaryType()), T.StructField
 
 
 def unavailable(cfg: PipelineConfig) -> str | None:
-    """Why this pipeline keeps the driver's clock, or None when the executors can keep it."""
-    if cfg.join is not None:
-        return "the interval join runs on the driver"
+    """Why this pipeline's input keeps the driver's clock, or None when the executors can keep it.
+
+    An operator may need the driver's clock too (its ``driver_clock_only``: the interval join).
+    """
     if not all(s.arrival_time for s in cfg.sources):
         return "without an arrival clock arrival order is the files' order across partitions"
     return None
@@ -247,7 +248,7 @@ class ExecutorClock:
         if self.several:
             parsed = parsed.withColumn("_input", F.concat_ws(LANE_SEP, F.col("_source"), F.col("_psort")))
         if columns is not None:
-            own = [*self.needs(), *self.order, "_source", "_part", CARRIED]
+            own = [*self.needs(), "_event_us", *self.order, "_source", "_part", CARRIED]  # pass 1 reads _event_us
             parsed = parsed.select(*[c for c in dict.fromkeys([*columns, *own]) if c in parsed.columns])
         laid = parsed.repartition(self.group).sortWithinPartitions(*self.order).persist()
         cache.append(laid)

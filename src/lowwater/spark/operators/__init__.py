@@ -1,23 +1,20 @@
-"""Window operators: one module per window type, registered by ``window.type`` (see ``protocol.py``).
+"""Operators: one package per operator, each registered by name (``registry.register_operator``).
 
-A ``[join]`` pipeline carries ``window.type = "join"`` (config/join.py) and runs the join operator;
-with a ``[window]`` after it, ``"join_window"`` (config/join_window.py) and the join-then-window operator.
+An operator package holds its driver side (``operator``), its pass on the
+executors (``executor``) and its state layout; the engine and the planner
+import none of them. Importing this package registers the built-in ones.
 """
 
 from __future__ import annotations
 
-from lowwater.spark.operators.join import JoinOperator
-from lowwater.spark.operators.join_windows import JoinWindowOperator
-from lowwater.spark.operators.protocol import OperatorFactory, WindowOperator
-from lowwater.spark.operators.sessions import SessionOperator
-from lowwater.spark.operators.windowed import WindowedOperator
+from lowwater.spark.operators import join, sessions, windowed  # noqa: F401 - each registers its operator
+from lowwater.spark.operators.join.operator import JoinOperator
+from lowwater.spark.operators.protocol import OperatorContext, OperatorFactory, WindowOperator
+from lowwater.spark.operators.registry import OPERATORS, build_operator, register_operator, unregister_operator
+from lowwater.spark.operators.sessions.operator import SessionOperator
+from lowwater.spark.operators.windowed.operator import WindowedOperator
 
-OPERATORS: dict[str, OperatorFactory] = {
-    "tumbling": WindowedOperator,
-    "hopping": WindowedOperator,
-    "session": SessionOperator,
-    "join": JoinOperator,
-    "join_window": JoinWindowOperator,
-}
-
-__all__ = ["OPERATORS", "JoinOperator", "JoinWindowOperator", "SessionOperator", "WindowOperator", "WindowedOperator"]
+__all__ = [
+    "OPERATORS", "JoinOperator", "OperatorContext", "OperatorFactory", "SessionOperator", "WindowOperator",
+    "WindowedOperator", "build_operator", "register_operator", "unregister_operator",
+]

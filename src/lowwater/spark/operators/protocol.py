@@ -1,17 +1,23 @@
-"""The window operator protocol: what the engine asks of a window type, and nothing more.
+"""The operator protocol: what the engine asks of an operator, and nothing more.
 
-The engine plans a step on the driver (``spark/planner.py``), hands the plan
-to its operator, and commits what the operator returns; it never asks which
-window type it runs. An operator owns its state layout (the schema of its
-versioned buckets, :meth:`WindowOperator.state_schema`, and the store built
-on it), writes its emitted and late frames through the sinks it was given,
-and returns the new buckets and its counts. Adding a window type is one
-module implementing this protocol and one line in ``operators/__init__.py``.
+The engine plans a step on the driver (``spark/planner.py`` or the executors'
+row clock), hands the plan to its operator, and commits what the operator
+returns; it never asks which operator it runs. An operator is built from one
+:class:`OperatorContext`; it owns its state layout (the schema of its
+versioned buckets, :meth:`WindowOperator.state_schema`, and the store built on
+it), reads its rows with ``W(r)`` and arrival order as columns
+(``plan.rows``, ``spark/clocked.py``), declares its outputs
+(:meth:`WindowOperator.empty_results`), the columns it reads
+(:meth:`WindowOperator.row_columns`) and its own summary, writes its emitted
+and late frames through the sinks it was given, and returns the new buckets
+and its counts. Adding an operator is one package implementing this protocol
+and one :func:`~lowwater.spark.operators.registry.register_operator` line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,16 +27,46 @@ from lowwater.config import PipelineConfig
 from lowwater.io.sink import Sinks
 from lowwater.spark.state import BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.spark.windowing import StateLayout
+
+
+@dataclass(frozen=True)
+class OperatorContext:
+    """Everything an operator is built from: the engine hands every operator the same.
+
+    ``state_dir`` is where its versioned state lives (its own layout);
+    ``inputs`` the input rows' payload schema; ``clock`` the processing-time
+    clock in µs (read at each use: tests inject it).
+    """
+
+    cfg: PipelineConfig
+    spark: SparkSession
+    state_dir: str
+    sinks: Sinks
+    inputs: StructType
+    clock: Callable[[], int]
 
 
 class WindowOperator(Protocol):
-    """One window type on Spark (``operators/windowed.py``, ``operators/sessions.py``)."""
+    """One operator on Spark (``operators/windowed/``, ``operators/sessions/``, ``operators/join/``)."""
 
     store: BucketStateStore  # the operator's versioned state; the engine commits manifests through it
+    # Why the executors' row clock cannot serve this operator (it then runs on the driver's), or None.
+    driver_clock_only: str | None
 
     def state_schema(self) -> StructType:
         """The columns of a state row (one bucket file's schema)."""
+        ...
+
+    def empty_results(self) -> DataFrame:
+        """results/'s columns as an empty frame: the engine prepares every sink's results output with it."""
+        ...
+
+    def row_columns(self) -> list[str] | None:
+        """The input columns its pass reads (the executors' clock lays out only these); None: every column."""
+        ...
+
+    def summary(self, manifest: Manifest) -> dict:
+        """Its own accounting for ``summary.json`` beside the engine's (the join's, per side); often empty."""
         ...
 
     def step(
@@ -49,16 +85,4 @@ class WindowOperator(Protocol):
         ...
 
 
-class OperatorFactory(Protocol):
-    """How the engine builds an operator (every operator class takes these arguments)."""
-
-    def __call__(
-        self,
-        cfg: PipelineConfig,
-        spark: SparkSession,
-        layout: StateLayout,
-        state_dir: str,
-        sinks: Sinks,
-        inputs: StructType,
-        clock: Callable[[], int],
-    ) -> WindowOperator: ...
+OperatorFactory = Callable[[OperatorContext], WindowOperator]

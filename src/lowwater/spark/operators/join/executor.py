@@ -16,7 +16,7 @@ it. The task yields one frame (``_out``): ``J`` joined rows, ``S`` the new
 state, ``T`` too-late rows (row id, ``W(r)``), ``B`` one summary per state
 bucket it wrote (the freeing bounds, the held output watermark's part, open and
 pending rows per side) and ``C`` one row of count deltas per side. The driver
-side is ``operators/join.py``; this module is what pickles to the executors,
+side is ``operator.py``; this module is what pickles to the executors,
 so it imports no driver code.
 """
 
@@ -34,7 +34,7 @@ from lowwater.config.join import JoinConfig
 from lowwater.core.join import JoinRow, JoinState, Side, SideCounts, _Buffered, run_batch
 from lowwater.core.temporal_join import JoinKind, new_join
 from lowwater.core.watermarks import clip_future
-from lowwater.spark.contrib import skew_of
+from lowwater.spark.operators.windowed.executor import skew_of
 from lowwater.time import POS_INF
 
 COUNT_FIELDS = tuple(SideCounts().as_dict())

@@ -5,7 +5,7 @@ driver cannot decide it from ``W(r)`` alone. A session step is therefore:
 
 1. the driver's plan (``spark/planner.py``, as for every window type) gives
    ``W(r)`` and the arrival sequence number of every row, broadcast by row id;
-2. one keyed pass (``operators/session_pass.py``) runs the core state machine
+2. one keyed pass (``executor.py``) runs the core state machine
    per key over the live state and the step's rows, persisted once;
 3. the driver checks that the executors' verdicts add up to its valid-row
    count, writes results and late rows through the sinks (too-late row ids
@@ -35,11 +35,12 @@ from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.aggtypes import value_cast, value_expr
 from lowwater.spark.clocked import CLOCK_COLUMNS
-from lowwater.spark.contrib import PER_ROW, clipping
-from lowwater.spark.operators.session_pass import COUNTS, make_session_step, out_schema, state_schema
+from lowwater.spark.operators.sessions.executor import COUNTS, make_session_step, out_schema, state_schema
+from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
+from lowwater.spark.operators.windowed.fold import StateLayout
+from lowwater.spark.operators.windowed.operator import window_results
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.spark.windowing import StateLayout
 from lowwater.time import POS_INF, output_us
 
 log = logging.getLogger("lowwater")
@@ -49,6 +50,8 @@ BUCKET = 0  # all live sessions are one bucket of the versioned store
 
 class SessionOperator:
     """Session windows: every live session is one bucket, read and rewritten by each step's keyed pass."""
+
+    driver_clock_only: str | None = None  # either row clock serves it
 
     def __init__(
         self,
@@ -71,6 +74,13 @@ class SessionOperator:
 
     def state_schema(self) -> T.StructType:
         return state_schema(self.layout)
+
+    def empty_results(self) -> DataFrame:
+        return window_results(self.spark, self.layout)
+
+    def summary(self, manifest: Manifest) -> dict:
+        """Nothing beside the engine's accounting."""
+        return {}
 
     # -- Spark frames --------------------------------------------------------------
 

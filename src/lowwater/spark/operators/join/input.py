@@ -5,7 +5,7 @@ The step's judged rows come with their row clock as columns (``spark/clocked.py`
 driver's clock: the join's state keeps ``seq`` across steps, so the join
 stays on the driver's clock until the executors' gives a global sequence).
 
-Rows and buffered rows are put in one layout (``operators/join_pass.state_columns``)
+Rows and buffered rows are put in one layout (``executor.state_columns``)
 with their key bucket, ``pmod(hash(keys), BUCKETS)``: Spark's Murmur3 of the
 key values, so a buffered row's bucket is recomputed from its ``k_`` columns
 (state written with another bucket count, or before buckets, is re-bucketed).
@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config.join import JoinConfig
-from lowwater.spark.contrib import PER_ROW
+from lowwater.spark.operators.windowed.executor import PER_ROW
 
 BUCKETS = 16  # key buckets of the join's state: a step reads and rewrites only those it touches or frees
 

@@ -33,7 +33,7 @@ from lowwater.core.partials import ROWS, SUM, VALUE_FIELDS
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
 from lowwater.spark.aggtypes import arrow_values, summed, value_kind
-from lowwater.spark.windowing import StateLayout
+from lowwater.spark.operators.windowed.fold import StateLayout
 
 PAYLOAD = "_in_"
 # The clipping bound of a union of sources: each row's own source's, in its ``_skew_us`` column.

@@ -2,13 +2,13 @@
 
 A step carries out a :class:`~lowwater.spark.step.StepPlan` in three parts:
 
-1. **contributions** (executors, ``spark/contrib.py``): each task judges
+1. **contributions** (executors, ``executor.py``): each task judges
    every (row, window) pair from the row's ``W(r)`` (attached in the same
    pass, ``spark/clocked.py``) and folds the on-time pairs into partials; the
    frame is persisted and materialised once, observing the verdict counts and
    the window ends touched (the state buckets to read); with the driver's
    clock they must equal the driver's;
-2. **fold** (Spark SQL, ``spark/windowing.py``): state ⊕ partials, early
+2. **fold** (Spark SQL, ``fold.py``): state ⊕ partials, early
    firings, finals, revisions, the new state;
 3. **write**: late rows and results through the sinks, the new state as
    versioned buckets, side by side (``runtime/jobs.py``).
@@ -29,15 +29,16 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
+from lowwater.config.window import WindowConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import col, memo, select, watermark_ts
 from lowwater.runtime.jobs import side_by_side
-from lowwater.spark.contrib import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
+from lowwater.spark.operators.windowed.executor import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
+from lowwater.spark.operators.windowed.fold import ROWS, StateLayout, step_windows
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.spark.windowing import ROWS, StateLayout, step_windows
 from lowwater.time import POS_INF, output_us
 
 log = logging.getLogger("lowwater")
@@ -101,6 +102,26 @@ def _emission_counts() -> list[Column]:
     ])
 
 
+def aggregate_layout(cfg: PipelineConfig, inputs: T.StructType, window: WindowConfig | None = None) -> StateLayout:
+    """The per-(key, window) aggregate layout of ``window`` (default ``[window]``) over ``inputs``."""
+    window = window or cfg.window
+    types = {f.name: f.dataType for f in inputs.fields}
+    return StateLayout(
+        keys=window.key,
+        key_types=tuple(types[k] for k in window.key),
+        values=tuple(window.value_columns),
+        aggregations=window.aggregations,
+        accumulation=window.accumulation,
+        early=cfg.early,
+        value_types=tuple(types[v] for v in window.value_columns),
+    )
+
+
+def window_results(spark: SparkSession, layout: StateLayout) -> DataFrame:
+    """results/'s columns for ``layout``'s windows, as an empty frame (what the sinks are prepared with)."""
+    return layout.emission(spark.createDataFrame([], layout.schema()), "final", F.lit(0), None, 0)
+
+
 def _is_kind(kind: str) -> Column:
     """``_kind = kind`` on the contributions frame (built once per context)."""
     return memo(("is_kind", kind), lambda: col("_kind") == kind)
@@ -108,6 +129,8 @@ def _is_kind(kind: str) -> Column:
 
 class WindowedOperator:
     """Tumbling and hopping windows: state is one bucket per window end, read only where a step needs it."""
+
+    driver_clock_only: str | None = None  # either row clock serves it
 
     def __init__(
         self,
@@ -130,6 +153,13 @@ class WindowedOperator:
 
     def state_schema(self) -> T.StructType:
         return self.layout.schema()
+
+    def empty_results(self) -> DataFrame:
+        return window_results(self.spark, self.layout)
+
+    def summary(self, manifest: Manifest) -> dict:
+        """Nothing beside the engine's accounting."""
+        return {}
 
     def row_columns(self) -> list[str]:
         """What the contributions pass may read of a row (the executors' clock lays out only these)."""

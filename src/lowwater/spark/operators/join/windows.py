@@ -1,11 +1,11 @@
 """Windows after the interval join on Spark (``[join]`` with ``[window]``): the join, then the windowed fold.
 
-A step runs the join operator (``operators/join.py``: pairs, unmatched left rows,
+A step runs the join operator (``operators/join/operator.py``: pairs, unmatched left rows,
 too-late rows, its state and the held output watermark), then folds the
 step's joined rows into tumbling or hopping windows with the windowed
-operator's own parts: the executors' contributions (``spark/contrib.py``) over
+operator's own parts: the executors' contributions (``operators/windowed/executor.py``) over
 the joined rows, each stamped with the later of its two rows' event times and
-judged at the hold after the previous step, and the fold (``spark/windowing.py``)
+judged at the hold after the previous step, and the fold (``operators/windowed/fold.py``)
 firing every window the new hold has reached. ``results/`` carries the
 windows; ``joined/`` and ``late/`` stay the join's.
 
@@ -33,12 +33,12 @@ from pyspark.sql import types as T
 from lowwater.config import PipelineConfig
 from lowwater.io.sink import Sinks
 from lowwater.runtime.jobs import side_by_side
-from lowwater.spark.contrib import contrib_schema, make_contribute
-from lowwater.spark.operators.join import JoinOperator
-from lowwater.spark.operators.windowed import _emission_counts, _judged
+from lowwater.spark.operators.join.operator import JoinOperator
+from lowwater.spark.operators.windowed.executor import contrib_schema, make_contribute
+from lowwater.spark.operators.windowed.fold import StateLayout, step_windows
+from lowwater.spark.operators.windowed.operator import _emission_counts, _judged
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.spark.windowing import StateLayout, step_windows
 from lowwater.time import NEG_INF, output_us
 
 VERDICTS = ("on_time", "late_updates", "too_late")  # the joined rows' window pairs, by verdict
@@ -59,7 +59,7 @@ class JoinWindowOperator:
     ) -> None:
         assert cfg.join is not None and cfg.join.window is not None
         self.window = cfg.join.window
-        self.layout = layout  # the engine builds it from cfg.result_window: the window after the join
+        self.layout = layout  # built from cfg.result_window: the window after the join (join/__init__.py)
         self.sinks = sinks
         self.clock = clock
         self.join = JoinOperator(cfg, spark, layout, state_dir, sinks, inputs, clock)

@@ -9,7 +9,7 @@ loaded, the rows (which carry ``W(r)`` and their arrival order as columns,
 the machine advances to the step's watermark. The task yields one frame:
 emissions (``E``), the new state (``S``), too-late rows (``T``: row id,
 ``W(r)``, proto-window) and one counts row (``C``: verdicts, live sessions,
-finals, revisions). The driver side is ``operators/sessions.py``; this module
+finals, revisions). The driver side is ``operator.py``; this module
 is what pickles to the executors, so it imports no driver code.
 """
 
@@ -30,8 +30,8 @@ from lowwater.core.sessions import FINAL, REVISION, Emitted, Session, SessionMac
 from lowwater.core.triggers import EarlyTrigger
 from lowwater.core.watermarks import clip_future
 from lowwater.spark.aggtypes import from_json, partial_kinds, python_values, summed
-from lowwater.spark.contrib import skew_of
-from lowwater.spark.windowing import StateLayout
+from lowwater.spark.operators.windowed.executor import skew_of
+from lowwater.spark.operators.windowed.fold import StateLayout
 from lowwater.time import POS_INF
 
 BUCKET = 0  # all live sessions are one bucket of the versioned store

@@ -5,7 +5,7 @@ gives every judged row its ``W(r)`` from the tracker over both sources, the
 join's watermark of SEMANTICS.md §9) without any per-row work on the driver:
 
 1. **rows**: the judged rows' join columns, their row clock attached as
-   columns (``operators/join_input.py``: ``_w``, ``_seq``) and their key bucket;
+   columns (``input.py``: ``_w``, ``_seq``) and their key bucket;
 2. **buckets**: the state is Parquet buckets by key hash in the versioned
    store, with a summary per bucket beside the counts (``join/m<step>.json``:
    the bounds ``W`` must pass to free its rows, its earliest event time, open
@@ -13,7 +13,7 @@ join's watermark of SEMANTICS.md §9) without any per-row work on the driver:
    those ``W`` starts to free; a bucket ``W`` frees whole is dropped unread
    (its pending rows counted unmatched) unless a left outer join owes rows
    from it; the others keep their version;
-3. **keyed pass** (``operators/join_pass.py``): rows and read state shuffled by
+3. **keyed pass** (``executor.py``): rows and read state shuffled by
    bucket, the core join run per task; pairs, unmatched left rows, too-late
    row ids, the new state, per-bucket summaries and count deltas come back;
 4. **write** through the sinks: ``joined``, ``late`` (too-late rows whole,
@@ -50,9 +50,7 @@ from lowwater.core.temporal_join import JoinKind
 from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
-from lowwater.spark.contrib import PER_ROW, clipping
-from lowwater.spark.operators.join_input import BUCKETS, join_columns, new_rows, state_rows
-from lowwater.spark.operators.join_pass import (
+from lowwater.spark.operators.join.executor import (
     COUNT_FIELDS,
     EMITTED,
     META,
@@ -61,9 +59,12 @@ from lowwater.spark.operators.join_pass import (
     out_schema,
     state_columns,
 )
+from lowwater.spark.operators.join.input import BUCKETS, join_columns, new_rows, state_rows
+from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
+from lowwater.spark.operators.windowed.fold import StateLayout
+from lowwater.spark.operators.windowed.operator import window_results
 from lowwater.spark.state import KEEP_MANIFESTS, Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.spark.windowing import StateLayout
 from lowwater.time import POS_INF, to_datetime
 
 log = logging.getLogger("lowwater")
@@ -95,7 +96,7 @@ JOIN_METRICS_ARROW = pa.schema([
 
 @dataclass(frozen=True)
 class BucketSummary:
-    """One state bucket as the driver knows it without reading it (``operators/join_pass.META``)."""
+    """One state bucket as the driver knows it without reading it (``executor.META``)."""
 
     min_free: int  # W > this frees at least one of its rows
     max_free: int  # W > this frees all of them
@@ -118,7 +119,9 @@ class _Pass:
 
 
 class JoinOperator:
-    """``[join]``: an interval join of two sources (the engine's operator for ``window.type = "join"``)."""
+    """``[join]``: an interval join of two sources (the operator ``join``, ``config/join.JOIN_WINDOW``)."""
+
+    driver_clock_only: str | None = "the interval join runs on the driver"  # it reads plan.lookup
 
     def __init__(
         self,
@@ -139,10 +142,11 @@ class JoinOperator:
         self.types = {f.name: f.dataType for f in inputs.fields}
         self.state_dir = state_dir.rstrip("/")
         self.store = BucketStateStore(spark, state_dir, self.state_schema())
+        self.layout = layout  # results/ is prepared with its (empty) window columns, as for every pipeline
         self.clip = clipping(cfg)[0]
         self.out_schema = out_schema(self.join, self.types)
         self._prepared = False
-        self.last: tuple[_Pass, int] | None = None  # the last step's pass and held output W (join_windows.py)
+        self.last: tuple[_Pass, int] | None = None  # the last step's pass and held output W (join/windows.py)
 
     # -- layouts ---------------------------------------------------------------------
 
@@ -152,6 +156,13 @@ class JoinOperator:
     def state_schema(self) -> T.StructType:
         cols = [*state_columns(self.join, self.types), ("_bucket", T.IntegerType())]
         return T.StructType([T.StructField(n, t) for n, t in cols])
+
+    def empty_results(self) -> DataFrame:
+        return window_results(self.spark, self.layout)
+
+    def row_columns(self) -> list[str] | None:
+        """Every column: the join runs on the driver's clock, which lays out no columns."""
+        return None
 
     def joined_schema(self) -> T.StructType:
         """joined/: the keys, the left side's chosen columns, the right side's, both event times, the watermark."""
