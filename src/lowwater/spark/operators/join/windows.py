@@ -66,8 +66,18 @@ class JoinWindowOperator:
         self.store = self.join.store  # the engine's manifest: the join's buckets
         self.windows = BucketStateStore(spark, f"{state_dir.rstrip('/')}/windows", layout.schema())
 
+    @property
+    def driver_clock_only(self) -> str | None:
+        return self.join.driver_clock_only
+
     def state_schema(self) -> T.StructType:
         return self.join.state_schema()
+
+    def empty_results(self) -> DataFrame:
+        return self.join.empty_results()  # the join built on the window's layout: results/ are the windows
+
+    def row_columns(self) -> list[str] | None:
+        return self.join.row_columns()
 
     # -- the window store's manifest of a step -------------------------------------------
 
