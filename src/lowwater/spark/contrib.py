@@ -32,7 +32,7 @@ from lowwater.core.lateness import Lateness, classify, row_verdicts
 from lowwater.core.partials import ROWS, SUM, VALUE_FIELDS
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
-from lowwater.spark.aggtypes import arrow_values, summed, value_kind
+from lowwater.spark.aggtypes import arrow_input, summed, value_kind
 from lowwater.spark.windowing import StateLayout
 
 PAYLOAD = "_in_"
@@ -143,6 +143,8 @@ def make_contribute(
     values = list(layout.values)
     group_cols = [*keys, "window_start", "window_end"]
     value_types = [layout.value_type(j) for j in range(len(values))]
+    column_types = [layout.column_type(j) for j in range(len(values))]
+    inputs = [layout.input_of(j) for j in range(len(values))]
     # Timestamps cross as UTC instants (the JVM reads the µs and ignores the zone's name).
     arrow_schema = to_arrow_schema(out_schema, timezone="UTC")
 
@@ -186,7 +188,7 @@ def make_contribute(
             cols["window_start"] = pa.array(pairs.start)
             cols["window_end"] = pa.array(pairs.end)
             for j, v in enumerate(values):  # int64, decimal or float64 (NaN -> null): spark/aggtypes.py
-                cols[f"_v{j}"] = arrow_values(b.column(v), value_types[j]).take(take)
+                cols[f"_v{j}"] = arrow_input(b.column(v), column_types[j], inputs[j]).take(take)
             on = verdict == Lateness.ON_TIME
             if on.any():
                 mask = pa.array(on)

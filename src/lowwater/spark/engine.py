@@ -194,14 +194,13 @@ class Engine:
         self.logs: dict[str, bool] | None = None
         self.lane = lane_column(kafka, None if cfg.named_sources else cfg.source.name) if self.held else None
         types = {f.name: f.dataType for f in self.schema.fields}
-        self.layout = StateLayout(
+        self.layout = StateLayout.of(
             keys=cfg.window.key,
             key_types=tuple(types[k] for k in cfg.window.key),
-            values=tuple(cfg.window.value_columns),
             aggregations=cfg.window.aggregations,
+            types=types,
             accumulation=cfg.window.accumulation,
             early=cfg.early,
-            value_types=tuple(types[v] for v in cfg.window.value_columns),
         )
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests): read at each use, never bound
         self.outputs = ParquetOutputs(spark, cfg.output.path)
