@@ -127,3 +127,24 @@ def test_new_aggregates_equal_sparks_batch_with_revisions_retractions_and_sessio
     ses = run_scenario(spark, sessions, ROWS, cuts=CUTS, workdir=tmp_path / "ses")
     assert ses.summary["late_updates"] > 5 and ses.summary["too_late"] == 0
     _check(_retracted(ses.results), _batch(spark, tmp_path / "ses" / "landing", session=True))
+
+
+def test_a_session_stddev_over_several_heads_is_named_not_compared(spark):
+    """Heads' standard deviations do not merge (their means are not emitted): a batch session of two heads leaves
+    it uncompared, named in ``not_compared``; of one head it is compared."""
+    from lowwater.config import parse_config
+    from lowwater.reconcile.compare import side_by_side
+    from lowwater.reconcile.position import StreamPosition
+
+    cfg = parse_config({"source": {"format": "jsonl", "path": "x", "event_time": "t"},
+                        "window": {"type": "session", "gap": "5s", "key": ["k"], "aggregations": {"sd": "stddev(v)"}},
+                        "output": {"path": "out"}})
+    rows = [(0, 1.5, 1.5, 1), (10, 1.5, 2.5, 1), (20, 1.5, 9.0, 2)]  # (window start, expected, stream, heads)
+    counts = [F.lit(3).cast("long").alias(c) for c in ("t_count", "e_count", "s_count")]
+    out = spark.createDataFrame(rows, "_ws long, e double, s double, _heads long").select(
+        F.lit("a").alias("k"), "_ws", (F.col("_ws") + 5_000_000).alias("_we"), *counts, F.col("e").alias("t_sd"),
+        F.col("e").alias("e_sd"), F.col("s").alias("s_sd"), "_heads", F.lit(True).alias("_nulls_sd"),
+        F.lit(0).alias("_last_rev"), F.lit(0).alias("_dead_n"), F.lit(0).alias("_clipped_n"))
+    position = StreamPosition(step=1, watermark_us=10**12, read_files=(), landed_files=0, drained=True)
+    got = {r["_ws"]: (r["status"], r["not_compared"]) for r in side_by_side(cfg, out, position).collect()}
+    assert got == {0: ("explained", None), 10: ("unexplained", None), 20: ("explained", "sd")}
