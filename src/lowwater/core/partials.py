@@ -1,7 +1,9 @@
 """The one layout of a window's mergeable partial aggregate, and how results are read from it.
 
 Every window (or session) keeps its aggregates as a *partial*: the row count,
-and per value column ``i`` its sum, min, max and non-null count. Partials of
+and per value input ``i`` its sum, min, max and non-null count. A value input
+is an aggregated column, or its squares, or "1 where it is true"
+(:data:`INPUTS`; which inputs a pipeline has: ``core/aggregates.value_inputs``). Partials of
 disjoint row sets merge field by field -- counts and sums add, mins and maxes
 pick -- so on-time rows, late updates and stored state combine in any order
 and any grouping (the merge is associative and commutative, and the empty
@@ -17,6 +19,10 @@ ratio of two (``avg = sum / non-null``)::
 
     count(c) = nonnull   sum(c) = sum   min(c) = min   max(c) = max
     avg(c)   = sum / nonnull            (and a window's ``count`` column = rows)
+    count_if(c) = nonnull of "c true"   var/stddev(c) from nonnull, sum of c, sum of "c squared"
+
+An aggregate is one entry of :data:`OUTPUTS`: the fields it reads and how they
+finish (:data:`FINISH`; ADR 0034).
 
 The column names are the persisted names of the window state (Spark), so they
 must not change. The fold and merge names are those of Arrow's and Spark SQL's

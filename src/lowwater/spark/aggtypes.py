@@ -28,6 +28,12 @@ only). The sum field of a non-number stays null.
 
 A sum that overflows its type fails the step loudly (Arrow's checked cast,
 Spark's ANSI cast), as Spark SQL's ``sum`` does with ANSI mode on.
+
+A value input other than the column itself (``core/partials.INPUTS``) is
+computed where a row is read (:func:`arrow_input`, :func:`input_expr`) and
+typed by :func:`input_type`: squares of integers bigint, other squares double,
+a boolean's true values 1. ``count_if`` is bigint; the variances and standard
+deviations are doubles.
 """
 
 from __future__ import annotations
