@@ -147,3 +147,18 @@ def test_spark_nulls_and_the_moments_rounding_floor():
     # Equal values: Σx² - (Σx)²/n may round below 0 in doubles; the variance is 0, never negative or NaN.
     same = partial_of([(None, 0.1, None)] * 3)
     assert results(same)["d_var_pop"] == 0.0 and results(same)["d_stddev_samp"] == 0.0
+
+
+def test_the_configuration_refuses_a_count_if_of_a_number_in_one_line():
+    from lowwater.config import ConfigError, check_columns, parse_config
+
+    cfg = parse_config({"source": {"format": "jsonl", "path": "x", "partition": "p", "event_time": "t"},
+                        "window": {"size": "10s", "aggregations": {"ok": "count_if(paid)", "sd": "stddev(amount)",
+                                                                   "big": "count_if(amount)"}},
+                        "output": {"path": "out"}})
+    types = {"t": "bigint", "p": "string", "paid": "boolean", "amount": "double"}
+    with pytest.raises(ConfigError, match=r"^window.aggregations.big: count_if\(amount\) needs a boolean, but "
+                                          r"column 'amount' is double$"):
+        check_columns(cfg, {"default": types})
+    with pytest.raises(ConfigError, match=r"^window.aggregations.sd: stddev_samp\(amount\) needs a number"):
+        check_columns(cfg, {"default": {**types, "amount": "string"}})

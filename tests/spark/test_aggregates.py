@@ -148,3 +148,27 @@ def test_a_session_stddev_over_several_heads_is_named_not_compared(spark):
     position = StreamPosition(step=1, watermark_us=10**12, read_files=(), landed_files=0, drained=True)
     got = {r["_ws"]: (r["status"], r["not_compared"]) for r in side_by_side(cfg, out, position).collect()}
     assert got == {0: ("explained", None), 10: ("unexplained", None), 20: ("explained", "sd")}
+
+
+def test_the_executors_value_inputs_are_the_cores():
+    """``aggtypes.arrow_input`` (the executors) and ``partials.input_value`` (the core) give the same inputs."""
+    from decimal import Decimal
+
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    from lowwater.core.partials import SQUARE, TRUE, input_value
+    from lowwater.spark.aggtypes import arrow_input, input_type
+
+    cases = [(pa.array([3, None, -4], pa.int32()), T.IntegerType(), SQUARE, [9, None, 16]),
+             (pa.array([1.5, None, float("nan")]), T.DoubleType(), SQUARE, [2.25, None, None]),
+             (pa.array([Decimal("1.10"), None], pa.decimal128(4, 2)), T.DecimalType(4, 2), SQUARE, [1.1 * 1.1, None]),
+             (pa.array([True, False, None]), T.BooleanType(), TRUE, [1, None, None])]
+    for col, dt, of, want in cases:
+        got = arrow_input(col, dt, of)
+        assert got.to_pylist() == want, (dt, of)
+        assert got.type == {"bigint": pa.int64(), "double": pa.float64()}[input_type(dt, of).simpleString()]
+        core = [input_value(v, of) for v in col.to_pylist()]
+        assert [None if x != x else x for x in core] == want, (dt, of)
+    with pytest.raises(pa.ArrowInvalid, match="overflow"):  # an integer square past a bigint fails the step
+        arrow_input(pa.array([2**32], pa.int64()), T.LongType(), SQUARE)

@@ -91,8 +91,8 @@ def input_value(v: object, of: str) -> object:
     """Value input ``of`` of one value ``v`` in Python (``NaN``: null): ``spark/aggtypes.input_expr``'s twin."""
     if v is None or v != v:
         return math.nan
-    if of == SQUARE:
-        return v * v  # type: ignore[operator]
+    if of == SQUARE:  # integers exact, others as doubles (``aggtypes.input_type``)
+        return v * v if isinstance(v, int) else float(v) * float(v)  # type: ignore[arg-type]
     if of == TRUE:
         return 1 if v == 1 else math.nan  # True == 1
     return v
@@ -112,11 +112,6 @@ class Output:
 
     reads: tuple[Read, ...]
     finish: str = "value"
-
-    @property
-    def field(self) -> Field:
-        """The first field read (a one-field aggregate's only one)."""
-        return self.reads[0].field
 
 
 def _ratio(s: object, n: int) -> object:

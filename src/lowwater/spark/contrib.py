@@ -145,6 +145,7 @@ def make_contribute(
     value_types = [layout.value_type(j) for j in range(len(values))]
     column_types = [layout.column_type(j) for j in range(len(values))]
     inputs = [layout.input_of(j) for j in range(len(values))]
+    labels = [f"{of} of {v}" if of else v for v, of in zip(values, inputs, strict=True)]  # an overflow names it
     # Timestamps cross as UTC instants (the JVM reads the µs and ignores the zone's name).
     arrow_schema = to_arrow_schema(out_schema, timezone="UTC")
 
@@ -210,7 +211,7 @@ def make_contribute(
                         part[PAYLOAD + c] = b.column(c).take(rows)
                 other.append(shaped(part, len(sel)))
         if on_tables:
-            yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, values, value_types, adds, checked))
+            yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, labels, value_types, adds, checked))
         yield from other
         if row_counts.any():
             yield shaped({"_kind": pa.array(["A"] * 3, pa.string()), "_w": pa.array(np.arange(3, dtype=np.int64)),
