@@ -47,7 +47,7 @@ from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
 from lowwater.core.aggregates import input_index
-from lowwater.core.partials import OUTPUTS, ROWS, SUM, Read
+from lowwater.core.partials import COLUMN, OUTPUTS, ROWS, SUM, Field
 from lowwater.core.reconcile import CAUSES, MERGED_BY_HEADS
 from lowwater.reconcile.log import DEAD, MOVED, TRUTH
 from lowwater.reconcile.position import StreamPosition
@@ -275,8 +275,8 @@ def _outputs(cfg: PipelineConfig, types: dict[str, T.DataType], prefix: str) -> 
     for a in cfg.window.aggregations:
         where = input_index(inputs, a)
 
-        def col(r: Read, where: Callable[[str], int] = where) -> Column:
-            return F.col(f"{prefix}{r.field.column(where(r.of))}" if r.field is not ROWS else f"{prefix}_n")
+        def col(f: Field, of: str = COLUMN, where: Callable[[str], int] = where) -> Column:
+            return F.col(f"{prefix}{f.column(where(of))}" if f is not ROWS else f"{prefix}_n")
 
         out.append(result_expr(a.func, types[a.column], col).alias(f"{prefix[1:]}_{a.name}"))
     return out

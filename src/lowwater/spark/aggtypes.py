@@ -50,6 +50,7 @@ from pyspark.sql import types as T
 
 from lowwater.core.partials import COLUMN, MIN, OUTPUTS, SQUARE, TRUE, Field, Read, layout
 
+SUM_OVERFLOW = "lowwater: sum overflow"  # the CLI turns an error starting so into its one line
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FLOATING = (T.FloatType, T.DoubleType)
 _MAX_PRECISION = 38
@@ -129,8 +130,11 @@ def _decoded(value: Column, dt: T.DataType) -> Column:
     return value.cast(field_type(MIN, dt))
 
 
-def result_expr(func: str, dt: T.DataType, col: Callable[[Read], Column]) -> Column:
-    """Aggregate ``func`` of a column typed ``dt`` from the partial columns it reads (``col(read)``), as Spark SQL.
+def result_expr(func: str, dt: T.DataType, col: Callable[..., Column]) -> Column:
+    """Aggregate ``func`` of a column typed ``dt`` from the partial columns it reads, typed as Spark SQL.
+
+    ``col(field)`` is a field of the column's own value input, ``col(field, of)``
+    one of its other inputs (``core/partials.INPUTS``: the squares).
 
     One field is the result, typed as the field (so ``sum`` is ``sum_type``,
     ``min``/``max`` the column's, ``count`` and ``count_if`` bigint); a ratio
@@ -138,21 +142,25 @@ def result_expr(func: str, dt: T.DataType, col: Callable[[Read], Column]) -> Col
     deviations are doubles, by the arithmetic of ``core/partials.FINISH``.
     """
     out = OUTPUTS[func]
+
+    def read(r: Read) -> Column:
+        return col(r.field) if r.of == COLUMN else col(r.field, r.of)
+
     if out.finish == "value":
-        (read,) = out.reads
-        value = col(read)
-        if read.field.counts or value_kind(dt) in NUMBER_KINDS:
-            return value.cast(field_type(read.field, dt))
+        (one,) = out.reads
+        value = read(one)
+        if one.field.counts or value_kind(dt) in NUMBER_KINDS:
+            return value.cast(field_type(one.field, dt))
         return _decoded(value, dt)
     if out.finish == "ratio":
-        value, per = (col(r) for r in out.reads)
+        value, per = (read(r) for r in out.reads)
         # Null when ``per`` is 0, whatever ``value`` is: reconcile's expected value of a window whose rows were all
         # taken back out is a sum of 0 over 0 rows (ANSI would fail the job on the division).
         some = per != 0
         if isinstance(dt, T.DecimalType):  # Spark's Average: sum / count as decimal, then the result type
             return F.when(some, value / per.cast(T.DecimalType(20, 0))).cast(avg_type(dt))
         return F.when(some, value.cast("double") / per).cast("double")
-    n, total, squares = (col(r) for r in out.reads)  # the moments (partials._MOMENTS)
+    n, total, squares = (read(r) for r in out.reads)  # the moments (partials._MOMENTS)
     s, q, nd = total.cast("double"), squares.cast("double"), n.cast("double")
     about_mean = F.greatest(F.lit(0.0), q - s * s / nd)
     sample = out.finish.endswith("_samp")
@@ -186,7 +194,11 @@ def arrow_input(col: pa.ChunkedArray | pa.Array, dt: T.DataType, of: str = COLUM
         v = arrow_values(col, dt)
         if value_kind(dt) != "int":
             v = pc.cast(v, pa.float64(), safe=False)
-        return pc.multiply_checked(v, v)
+        try:
+            return pc.multiply_checked(v, v)
+        except pa.ArrowInvalid:
+            msg = f"{SUM_OVERFLOW}: a square for a variance is beyond a bigint's range: give the column a double type"
+            raise OverflowError(msg) from None
     if of == TRUE:
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()

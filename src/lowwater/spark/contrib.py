@@ -32,7 +32,7 @@ from lowwater.core.lateness import Lateness, classify, row_verdicts
 from lowwater.core.partials import ROWS, SUM, VALUE_FIELDS
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
-from lowwater.spark.aggtypes import arrow_input, summed, value_kind
+from lowwater.spark.aggtypes import SUM_OVERFLOW, arrow_input, summed, value_kind
 from lowwater.spark.windowing import StateLayout
 
 PAYLOAD = "_in_"
@@ -40,7 +40,6 @@ PAYLOAD = "_in_"
 PER_ROW = "_skew_us"
 
 
-SUM_OVERFLOW = "lowwater: sum overflow"  # the CLI turns an error starting so into its one line
 
 
 def check_sum(column: str, exact: pa.ChunkedArray, approx: pa.ChunkedArray, dt: T.DataType) -> None:

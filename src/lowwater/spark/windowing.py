@@ -305,7 +305,7 @@ class StateLayout:
         for a in self.aggregations:
             where = input_index(pairs, a)
             expr = result_expr(a.func, self.column_type(where(COLUMN)),
-                               lambda r, where=where: F.col(r.field.column(where(r.of))))
+                               lambda f, of=COLUMN, where=where: F.col(f.column(where(of))))
             out.append(expr.alias(a.name))
         return out
 
