@@ -70,9 +70,12 @@ def test_the_persisted_column_names():
 
 def test_every_aggregate_function_reads_the_layout():
     assert tuple(OUTPUTS) == FUNCTIONS
-    assert {f: (o.field.name, o.per and o.per.name) for f, o in OUTPUTS.items()} == {
-        "count": ("nonnull", None), "sum": ("sum", None), "min": ("min", None), "max": ("max", None),
-        "avg": ("sum", "nonnull")}
+    assert {f: ([(r.field.name, r.of) for r in o.reads], o.finish) for f, o in OUTPUTS.items()} == {
+        "count": ([("nonnull", "")], "value"), "sum": ([("sum", "")], "value"), "min": ([("min", "")], "value"),
+        "max": ([("max", "")], "value"), "avg": ([("sum", ""), ("nonnull", "")], "ratio"),
+        "count_if": ([("nonnull", "true")], "value"),
+        **{f: ([("nonnull", ""), ("sum", ""), ("sum", "square")], f)
+           for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")}}
 
 
 @given(rs=rows)
@@ -116,7 +119,7 @@ def test_merge_into_leaves_the_other_partial_alone(a, b):
 )
 def test_outputs_from_a_partial(values, expected):
     p = of_rows([(v,) for v in values], 1)
-    got = {f: output(f, p, 0) for f in OUTPUTS}
+    got = {f: output(f, p, 0) for f in expected}
     assert got == expected
     assert all(type(got[f]) is type(expected[f]) for f in ("count", "sum"))
     if values == [-0.0]:
@@ -126,8 +129,8 @@ def test_outputs_from_a_partial(values, expected):
 
 def test_output_reads_the_right_value_column():
     p = of_rows([(1, 10), (2, NAN), (3, 30)], 2)
-    assert [output(f, p, 1) for f in FUNCTIONS] == [2, 40, 10, 30, 20.0]
-    assert [output(f, p, 0) for f in FUNCTIONS] == [3, 6, 1, 3, 2.0]
+    assert [output(f, p, 1) for f in FUNCTIONS[:5]] == [2, 40, 10, 30, 20.0]
+    assert [output(f, p, 0) for f in FUNCTIONS[:5]] == [3, 6, 1, 3, 2.0]
 
 
 def test_stored_keeps_values_and_makes_counts_ints():

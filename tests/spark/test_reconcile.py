@@ -44,7 +44,8 @@ def _land(landing: Path, i: int, rows: list[tuple]) -> None:
 
 
 WITH_MAX = 'total = "sum(amount)", top = "max(amount)"'  # a max: late/ is matched row by row (late.mark)
-SUMS = 'total = "sum(amount)", mean = "avg(amount)"'  # sums only: late/ is taken out of the totals (late.as_pairs)
+SUMS = 'total = "sum(amount)", mean = "avg(amount)", spread = "stddev(amount)"'  # sums only (a stddev's moments too):
+# late/ is taken out of the totals (late.as_pairs)
 
 
 def _toml(window: str, late: str = "side_output", output: str = "", aggregations: str = WITH_MAX,

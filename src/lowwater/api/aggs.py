@@ -1,10 +1,13 @@
 """``.agg(total=F.sum("amount"))``: a Spark ``Column`` aggregate as the ``func(column)`` text the file holds.
 
 lowwater keeps every aggregate as a mergeable partial (``core/partials.py``),
-so revisions, retractions and sessions stay exact; today that is ``count``,
-``sum``, ``min``, ``max`` and ``avg`` of one column. Anything else (a
-distinct count, an expression inside, a percentile, ``first``) is refused in
-one line naming the argument, rather than computed some other way.
+so revisions, retractions and sessions stay exact: ``count``, ``sum``,
+``min``, ``max``, ``avg``, ``count_if`` (of a boolean column) and the
+variances and standard deviations (``stddev``, ``std``, ``stddev_samp``,
+``stddev_pop``, ``variance``, ``var_samp``, ``var_pop``) of one column.
+Anything else (an expression inside, a distinct count, a percentile,
+``first``) is refused in one line naming the argument and saying why
+(:data:`WHY`), rather than computed some other way.
 
 The Column is read without running anything: its SQL text (``sum(amount)``),
 and on classic PySpark its unresolved function node, which also says whether
@@ -21,7 +24,27 @@ from lowwater.core.aggregates import FUNCTIONS, AggSpec
 
 _COLUMN_TEXT = re.compile(r"^Column<'(.*)'>$", re.S)
 SUPPORTED = ", ".join(f"F.{f}(\"col\")" for f in FUNCTIONS)
-NOT_YET = "distinct counts, percentiles, first/last, collect_list/set and stddev are not supported yet"
+NOT_YET = "distinct counts, percentiles, first/last and collect_list/set are not supported yet"
+_UNBOUNDED = "it needs every value of the window, which no bounded partial holds"
+_NEXT = "not kept as a mergeable partial yet"
+# Why a Spark aggregate is not one lowwater keeps (by its SQL name): one line each.
+WHY = {
+    "median": f"an exact median: {_UNBOUNDED}",
+    "percentile": f"an exact percentile: {_UNBOUNDED}",
+    "mode": f"an exact mode: {_UNBOUNDED}",
+    "first": "Spark's first() depends on the order rows reach a task, so no cut of the stream could "
+             f"reproduce it; first by event time is {_NEXT}",
+    "last": "Spark's last() depends on the order rows reach a task, so no cut of the stream could "
+            f"reproduce it; last by event time is {_NEXT}",
+    "any_value": "it picks a value by the order rows reach a task, which no cut of the stream reproduces",
+    "approx_count_distinct": f"an approximate distinct count (an HLL sketch) is {_NEXT}",
+    "percentile_approx": f"an approximate percentile (a quantile sketch) is {_NEXT}",
+    "approx_percentile": f"an approximate percentile (a quantile sketch) is {_NEXT}",
+    "collect_list": f"collect_list is {_NEXT}",
+    "collect_set": f"collect_set is {_NEXT}",
+    "skewness": "it needs the third moment, which the partial does not keep",
+    "kurtosis": "it needs the fourth moment, which the partial does not keep",
+}
 
 
 def agg_text(arg: str, value: Any) -> str:  # noqa: ANN401 - a Column or a "func(column)" string
@@ -40,7 +63,11 @@ def agg_text(arg: str, value: Any) -> str:  # noqa: ANN401 - a Column or a "func
     try:
         spec = AggSpec.parse(arg, sql)
     except ValueError:
-        msg = f"{arg}: {sql} is not an aggregate lowwater keeps exactly: use one of {SUPPORTED} ({NOT_YET})"
+        name = sql.split("(", 1)[0].strip().lower()
+        if name in WHY:
+            msg = f"{arg}: {sql} cannot be kept as a mergeable partial: {WHY[name]}"
+        else:
+            msg = f"{arg}: {sql} is not an aggregate lowwater keeps exactly: use one of {SUPPORTED} ({NOT_YET})"
         raise ValueError(msg) from None
     return f"{spec.func}({spec.column})"
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lowwater.config.errors import ConfigError, duration
-from lowwater.core.aggregates import AggSpec, value_columns
+from lowwater.core.aggregates import AggSpec, value_columns, value_inputs
 from lowwater.core.lateness import AllowedLateness
 from lowwater.core.triggers import AccumulationMode
 from lowwater.core.windows import HoppingWindows, SessionWindows, TumblingWindows
@@ -67,6 +67,11 @@ class WindowConfig:
     @property
     def value_columns(self) -> list[str]:
         return value_columns(list(self.aggregations))
+
+    @property
+    def value_inputs(self) -> list[tuple[str, str]]:
+        """The partial's value inputs: (column, what of it), ``core/aggregates.value_inputs``."""
+        return value_inputs(list(self.aggregations))
 
 
 def register_window_type(wtype: str, operator: str) -> None:

@@ -1,27 +1,35 @@
-"""Aggregations over a window's admitted rows: ``count`` plus ``sum/min/max/avg``, and the types each takes.
+"""Aggregations over a window's admitted rows, the types each takes, and the value inputs they read.
 
 Every aggregate is read from mergeable partial state (row count, and per value
-column: sum, min, max, non-null count), so on-time rows, late updates and
-stored state combine by addition / min / max, and ``avg = sum / non-null``:
-the layout and the function -> field mapping are ``core/partials.py``.
+input: sum, min, max, non-null count), so on-time rows, late updates and
+stored state combine by addition / min / max: ``avg = sum / non-null``,
+``count_if(c)`` the non-null count of the input "1 where ``c`` is true", and
+the variances and standard deviations come from the moments (non-null count,
+sum, and the sum of the input "``c`` squared"). The layout and the function ->
+field mapping are ``core/partials.py``; ``ALIASES`` are Spark's other names.
 
 Which column types an aggregate takes is Spark SQL's rule (:data:`NEEDS`):
 ``count`` counts the non-null values of any type, ``min``/``max`` compare
-numbers, strings (by code point), dates, timestamps and booleans, ``sum`` and
-``avg`` need numbers. Types are Spark's type names (``DataType.simpleString``:
-``int``, ``decimal(12,2)``, ``string``, ``array<int>``): the check runs on a
-schema read before Spark starts (``io/headers.py``) and on Spark's own.
+numbers, strings (by code point), dates, timestamps and booleans, ``sum``,
+``avg`` and the variances need numbers, ``count_if`` a boolean. Types are
+Spark's type names (``DataType.simpleString``: ``int``, ``decimal(12,2)``,
+``string``, ``array<int>``): the check runs on a schema read before Spark
+starts (``io/headers.py``) and on Spark's own.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from lowwater.core.partials import OUTPUTS
+from lowwater.core.partials import COLUMN, OUTPUTS
 
-FUNCTIONS = tuple(OUTPUTS)  # count, sum, min, max, avg
-_AGG = re.compile(rf"^\s*({'|'.join(FUNCTIONS)})\s*\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\)\s*$")
+FUNCTIONS = tuple(OUTPUTS)  # count, sum, min, max, avg, count_if, var_samp, var_pop, stddev_samp, stddev_pop
+# Spark SQL's other names of the same aggregates (``stddev`` and ``variance`` are the sample ones, as in Spark).
+ALIASES = {"stddev": "stddev_samp", "std": "stddev_samp", "variance": "var_samp"}
+_NAMES = sorted([*FUNCTIONS, *ALIASES], key=len, reverse=True)
+_AGG = re.compile(rf"^\s*({'|'.join(_NAMES)})\s*\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\)\s*$", re.I)
 
 
 @dataclass(frozen=True)
@@ -39,14 +47,16 @@ class AggSpec:
         if not m:
             msg = f"aggregation {name!r}: {expr!r} is not one of {', '.join(f + '(column)' for f in FUNCTIONS)}"
             raise ValueError(msg)
-        return cls(name, m.group(1), m.group(2))
+        func = m.group(1).lower()
+        return cls(name, ALIASES.get(func, func), m.group(2))
 
 
 # What each aggregate needs of its column's type, as a class of :func:`type_class`.
-NUMERIC, ORDERED, ANY = "numeric", "ordered", "any"
-NEEDS = {"count": ANY, "sum": NUMERIC, "avg": NUMERIC, "min": ORDERED, "max": ORDERED}
+NUMERIC, ORDERED, ANY, BOOLEAN = "numeric", "ordered", "any", "boolean"
+NEEDS = {"count": ANY, "sum": NUMERIC, "avg": NUMERIC, "min": ORDERED, "max": ORDERED, "count_if": BOOLEAN,
+         **dict.fromkeys(("var_samp", "var_pop", "stddev_samp", "stddev_pop"), NUMERIC)}
 _TAKES = {NUMERIC: {NUMERIC}, ORDERED: {NUMERIC, ORDERED}, ANY: {NUMERIC, ORDERED, ANY}}
-_NEED_TEXT = {NUMERIC: "a number", ORDERED: "a number, string, date, timestamp or boolean"}
+_NEED_TEXT = {NUMERIC: "a number", ORDERED: "a number, string, date, timestamp or boolean", BOOLEAN: "a boolean"}
 _NUMERIC_TYPES = frozenset({"tinyint", "smallint", "int", "bigint", "float", "double",
                             "byte", "short", "integer", "long", "real"})
 _ORDERED_TYPES = frozenset({"string", "boolean", "date", "timestamp", "timestamp_ntz", "timestamp_ltz"})
@@ -70,7 +80,10 @@ def type_class(type_name: str) -> str:
 def type_problem(spec: AggSpec, type_name: str) -> str | None:
     """Why ``spec`` cannot aggregate a column of type ``type_name`` (None: it can)."""
     need = NEEDS[spec.func]
-    if type_class(type_name) in _TAKES[need]:
+    if need == BOOLEAN:
+        if type_name.strip().lower() in ("boolean", "bool"):
+            return None
+    elif type_class(type_name) in _TAKES[need]:
         return None
     return f"{spec.func}({spec.column}) needs {_NEED_TEXT[need]}, but column {spec.column!r} is {type_name}"
 
@@ -82,3 +95,23 @@ def value_columns(specs: list[AggSpec]) -> list[str]:
         if s.column not in out:
             out.append(s.column)
     return out
+
+
+def value_inputs(specs: list[AggSpec]) -> list[tuple[str, str]]:
+    """The value inputs of a partial, (column, what of it: ``partials.INPUTS``), in partial order.
+
+    First every aggregated column itself, in first-use order (:func:`value_columns`: the
+    layout of a pipeline of ``count/sum/min/max/avg`` is unchanged), then the other inputs
+    the aggregates read (a column's squares, its true values) in first-use order.
+    """
+    out = [(c, COLUMN) for c in value_columns(specs)]
+    for s in specs:
+        for r in OUTPUTS[s.func].reads:
+            if (s.column, r.of) not in out:
+                out.append((s.column, r.of))
+    return out
+
+
+def input_index(inputs: list[tuple[str, str]], spec: AggSpec) -> Callable[[str], int]:
+    """Where each value input of ``spec``'s column sits (for ``partials.output``)."""
+    return lambda of: inputs.index((spec.column, of))

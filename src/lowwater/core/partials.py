@@ -1,7 +1,9 @@
 """The one layout of a window's mergeable partial aggregate, and how results are read from it.
 
 Every window (or session) keeps its aggregates as a *partial*: the row count,
-and per value column ``i`` its sum, min, max and non-null count. Partials of
+and per value input ``i`` its sum, min, max and non-null count. A value input
+is an aggregated column, or its squares, or "1 where it is true"
+(:data:`INPUTS`; which inputs a pipeline has: ``core/aggregates.value_inputs``). Partials of
 disjoint row sets merge field by field -- counts and sums add, mins and maxes
 pick -- so on-time rows, late updates and stored state combine in any order
 and any grouping (the merge is associative and commutative, and the empty
@@ -17,6 +19,10 @@ ratio of two (``avg = sum / non-null``)::
 
     count(c) = nonnull   sum(c) = sum   min(c) = min   max(c) = max
     avg(c)   = sum / nonnull            (and a window's ``count`` column = rows)
+    count_if(c) = nonnull of "c true"   var/stddev(c) from nonnull, sum of c, sum of "c squared"
+
+An aggregate is one entry of :data:`OUTPUTS`: the fields it reads and how they
+finish (:data:`FINISH`; ADR 0034).
 
 The column names are the persisted names of the window state (Spark), so they
 must not change. The fold and merge names are those of Arrow's and Spark SQL's
@@ -42,7 +48,8 @@ table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -74,20 +81,78 @@ VALUE_FIELDS = (SUM, MIN, MAX, NONNULL)  # per value column, in this order
 WIDTH = len(VALUE_FIELDS)
 
 
+# What a value input is of its column: the values themselves, their squares (numbers; ``int`` kinds as
+# bigint, others as double), or 1 where a boolean is true and null otherwise (its non-null count counts them).
+COLUMN, SQUARE, TRUE = "", "square", "true"
+INPUTS = (COLUMN, SQUARE, TRUE)
+
+
+def input_value(v: object, of: str) -> object:
+    """Value input ``of`` of one value ``v`` in Python (``NaN``: null): ``spark/aggtypes.input_expr``'s twin."""
+    if v is None or v != v:
+        return math.nan
+    if of == SQUARE:  # integers exact, others as doubles (``aggtypes.input_type``)
+        return v * v if isinstance(v, int) else float(v) * float(v)  # type: ignore[arg-type]
+    if of == TRUE:
+        return 1 if v == 1 else math.nan  # True == 1
+    return v
+
+
 @dataclass(frozen=True)
-class Output:
-    """How an aggregate function reads a partial: ``field``, or ``field / per`` (null when ``per`` is 0)."""
+class Read:
+    """One field an aggregate reads: ``field`` of the value input ``of`` its column."""
 
     field: Field
-    per: Field | None = None
+    of: str = COLUMN
 
+
+@dataclass(frozen=True)
+class Output:
+    """How an aggregate function reads a partial: the fields it ``reads``, combined by ``FINISH[finish]``."""
+
+    reads: tuple[Read, ...]
+    finish: str = "value"
+
+
+def _ratio(s: object, n: int) -> object:
+    return None if s is None or not n else s / n  # type: ignore[operator]
+
+
+def _squares_about_mean(n: int, s: object, q: object) -> float:
+    """``Σ(x - mean)² = Σx² - (Σx)²/n`` in doubles, never below 0 (the moments' rounding; ADR 0034)."""
+    s_, q_ = float(s), float(q)  # type: ignore[arg-type]
+    return max(0.0, q_ - s_ * s_ / n)
+
+
+def _variance(n: int, s: object, q: object, sample: bool) -> float | None:
+    if n < (2 if sample else 1):  # Spark: null over no value, and var_samp of one value is null
+        return None
+    return _squares_about_mean(n, s, q) / (n - 1 if sample else n)
+
+
+def _root(v: float | None) -> float | None:
+    return None if v is None else math.sqrt(v)
+
+
+# How the values read give the result (Spark SQL's twin: ``spark/aggtypes.result_expr``, the same arithmetic).
+FINISH: dict[str, Callable[..., object]] = {
+    "value": lambda v: v,
+    "ratio": _ratio,
+    "var_samp": lambda n, s, q: _variance(n, s, q, sample=True),
+    "var_pop": lambda n, s, q: _variance(n, s, q, sample=False),
+    "stddev_samp": lambda n, s, q: _root(_variance(n, s, q, sample=True)),
+    "stddev_pop": lambda n, s, q: _root(_variance(n, s, q, sample=False)),
+}
+_MOMENTS = (Read(NONNULL), Read(SUM), Read(SUM, SQUARE))  # n, Σx, Σx²: all merge by sum, so retractions undo them
 
 OUTPUTS: dict[str, Output] = {
-    "count": Output(NONNULL),
-    "sum": Output(SUM),
-    "min": Output(MIN),
-    "max": Output(MAX),
-    "avg": Output(SUM, per=NONNULL),
+    "count": Output((Read(NONNULL),)),
+    "sum": Output((Read(SUM),)),
+    "min": Output((Read(MIN),)),
+    "max": Output((Read(MAX),)),
+    "avg": Output((Read(SUM), Read(NONNULL)), "ratio"),
+    "count_if": Output((Read(NONNULL, TRUE),)),
+    **{f: Output(_MOMENTS, f) for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")},
 }
 
 
@@ -233,11 +298,12 @@ def stored(p: Sequence) -> list:
     return out
 
 
-def output(func: str, p: Sequence, i: int) -> object:
-    """The value of aggregate ``func`` of value column ``i`` from partial ``p`` (None when null)."""
+def output(func: str, p: Sequence, i: int | Callable[[str], int]) -> object:
+    """The value of aggregate ``func`` from partial ``p`` (None when null).
+
+    ``i``: the value input each read is of -- an index when every read is of
+    the column itself, else a function of the input (``Read.of``) to its index.
+    """
     out = OUTPUTS[func]
-    value = p[position(out.field, i)]
-    if out.per is None:
-        return value
-    per = p[position(out.per, i)]
-    return None if value is None or not per else value / per
+    where = i if callable(i) else (lambda _of: i)
+    return FINISH[out.finish](*[p[position(r.field, where(r.of))] for r in out.reads])

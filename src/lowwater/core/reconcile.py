@@ -8,10 +8,11 @@ row-by-row reading of the contract.
 accumulation mode (design.md, *Early firings and accumulation modes*). Each
 output aggregate folds by one rule (:func:`rule`)::
 
-    mode          count / sum / count(c)        min / max          avg
+    mode          count / sum / count(c) /      min / max          avg, variances, stddevs
+                  count_if
     accumulating  latest                        latest             latest
     retracting    signed (+ emission, - retr.)  latest             latest
-    discarding    add                           min / max          (none: a delta's avg cannot be merged)
+    discarding    add                           min / max          (none: a delta's cannot be merged)
 
 ``latest`` is the last non-retraction emission in emission order
 (:func:`emission_order`: revision, then provisional before the others, then
@@ -56,11 +57,14 @@ CAUSES = ("too_late", "dropped", "in_flight", "clipped")
 LATEST, SIGNED, ADD, MIN, MAX = "latest", "signed", "add", "min", "max"
 KIND_RANK = {"retraction": -1, "provisional": 0, "final": 1, "revision": 1, "correction": 2}
 REL_TOLERANCE = 1e-9
+# A session's value over several heads (``LATEST``): an average weighted by rows; a variance not at all (its
+# heads' means are not emitted), so a batch session of several heads leaves it uncompared.
+MERGED_BY_HEADS = ("avg", "var_samp", "var_pop", "stddev_samp", "stddev_pop")
 
 
 def rule(mode: str, func: str) -> str | None:
     """How aggregate ``func`` (``count`` for the window's row count too) folds under ``mode``; None: it cannot."""
-    additive = func in ("count", "sum")
+    additive = func in ("count", "sum", "count_if")
     if mode == "accumulating":
         return LATEST
     if mode == "retracting":
@@ -183,13 +187,13 @@ def fold_session(mode: str, intervals: Mapping[tuple[int, int], Sequence[Mapping
             out[col] = _total((1, v) for v in every)
         elif r in (MIN, MAX):
             out[col] = (min(every) if r == MIN else max(every)) if every else None
-        elif func in ("count", "sum"):
+        elif func in ("count", "sum", "count_if"):
             out[col] = _total((1, v) for v in last)
         elif func in ("min", "max"):
             out[col] = (min(last) if func == "min" else max(last)) if last else None
         elif len(top) == 1:
             out[col] = top[0][col]
-        elif col in nulls:
+        elif col in nulls or func != "avg":  # heads' variances do not merge without their means
             out[col] = None
             skipped.append(col)
         else:

@@ -39,14 +39,16 @@ a late portion and the rest, whose partials are the same value scaled
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
-from lowwater.core.partials import OUTPUTS, ROWS, Field
-from lowwater.core.reconcile import CAUSES
+from lowwater.core.aggregates import input_index
+from lowwater.core.partials import COLUMN, OUTPUTS, ROWS, SUM, Field
+from lowwater.core.reconcile import CAUSES, MERGED_BY_HEADS
 from lowwater.reconcile.log import DEAD, MOVED, TRUTH
 from lowwater.reconcile.position import StreamPosition
 from lowwater.runtime.sqltext import cast, expr, q
@@ -85,15 +87,14 @@ def causes(pairs: DataFrame, policy: str, position: StreamPosition) -> DataFrame
 
 def fields(cfg: PipelineConfig) -> list[tuple[str, int]]:
     """The partial fields (prefix, value index) the aggregations read: only those are computed."""
-    values = cfg.window.value_columns
+    inputs = cfg.window.value_inputs
     out: dict[tuple[str, int], None] = {}
     for a in cfg.window.aggregations:
-        o = OUTPUTS[a.func]
-        for f in (o.field, o.per):
-            if f is not None:
-                out[(f.prefix, values.index(a.column))] = None
-        if o.field.prefix == "_s":  # a sum is null over no value (``_partial``): its non-null count decides
-            out[("_nn", values.index(a.column))] = None
+        where = input_index(inputs, a)
+        for r in OUTPUTS[a.func].reads:
+            out[(r.field.prefix, where(r.of))] = None
+            if r.field is SUM:  # a sum is null over no value (``_partial``): its non-null count decides
+                out[("_nn", where(r.of))] = None
     return list(out)
 
 
@@ -269,13 +270,13 @@ def _partial(cfg: PipelineConfig, cond: str, prefix: str) -> list[str]:
 
 
 def _outputs(cfg: PipelineConfig, types: dict[str, T.DataType], prefix: str) -> list[Column]:
-    values = cfg.window.value_columns
+    inputs = cfg.window.value_inputs
     out = [F.col(f"{prefix}_n").cast("long").alias(f"{prefix[1:]}_count")]
     for a in cfg.window.aggregations:
-        i = values.index(a.column)
+        where = input_index(inputs, a)
 
-        def col(f: Field, i: int = i) -> Column:
-            return F.col(f"{prefix}{f.column(i)}" if f is not ROWS else f"{prefix}_n")
+        def col(f: Field, of: str = COLUMN, where: Callable[[str], int] = where) -> Column:
+            return F.col(f"{prefix}{f.column(where(of))}" if f is not ROWS else f"{prefix}_n")
 
         out.append(result_expr(a.func, types[a.column], col).alias(f"{prefix[1:]}_{a.name}"))
     return out
@@ -353,7 +354,9 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
         grouped = grouped.selectExpr("*", *[f"{v} AS {q(k)}" for k, v in absent.items()])
     if cfg.window.is_session:  # an average of several heads is weighted by rows: only with no null among them
         grouped = grouped.selectExpr("*", *[f"_e_n != _e_nn{values.index(a.column)} AS {q(f'_nulls_{a.name}')}"
-                                            for a in cfg.window.aggregations if a.func == "avg"])
+                                            for a in cfg.window.aggregations if a.func == "avg"],
+                                     *[f"true AS {q(f'_nulls_{a.name}')}" for a in cfg.window.aggregations
+                                       if a.func in MERGED_BY_HEADS and a.func != "avg"])
     skip = {*cfg.window.key, "_ws", "_we", "_present", *by_cause_names}
     keep = [*cfg.window.key, "_ws", "_we", *[c for c in grouped.columns if not c.startswith(("_t_", "_e_"))
                                              and c not in skip], *by_cause_names]

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
-from lowwater.core.reconcile import CAUSES, LATEST, REL_TOLERANCE, rule
+from lowwater.core.reconcile import CAUSES, LATEST, MERGED_BY_HEADS, REL_TOLERANCE, rule
 from lowwater.reconcile.position import StreamPosition
 from lowwater.reconcile.stream import output_funcs
 from lowwater.runtime.sqltext import cast, expr, q
@@ -30,7 +30,7 @@ def uncomparable(cfg: PipelineConfig) -> list[str]:
     """The output columns that some window may leave uncompared (named in its ``not_compared``)."""
     mode, session = cfg.window.accumulation, cfg.window.is_session
     return [col for col, func in output_funcs(cfg).items()
-            if rule(mode, func) is None or (session and func == "avg" and rule(mode, func) == LATEST)]
+            if rule(mode, func) is None or (session and func in MERGED_BY_HEADS and rule(mode, func) == LATEST)]
 
 
 def _same(a: str, b: str, dt: T.DataType, scale: str | None = None, merged: str | None = None) -> str:
@@ -110,7 +110,7 @@ def side_by_side(cfg: PipelineConfig, out: DataFrame, position: StreamPosition) 
         wrong.append(f"({guard}NOT {_same(e, st, dt, scale, merged)})")
         if not isinstance(dt, T.NumericType):  # a min/max of strings or dates: compared, no difference to show
             cols += [f"{cast('NULL', dt)} AS {q(f'diff_{col}')}", f"{cast('NULL', dt)} AS {q(f'unexplained_{col}')}"]
-        elif func in ("count", "sum", "avg", "min", "max"):
+        else:
             zero = cast("0", dt)
             diff = f"coalesce({t}, {zero}) - coalesce({st}, {zero})"
             cols += [f"{f'CASE WHEN {skip} THEN NULL ELSE {diff} END' if skip else diff} AS {q(f'diff_{col}')}",

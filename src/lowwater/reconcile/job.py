@@ -184,7 +184,7 @@ def _with_late_taken_out(spark: SparkSession, cfg: PipelineConfig, pairs: DataFr
     """The log's pairs, none of them marked late, and ``late/``'s rows as the pairs to take back out
     (``late.as_pairs``; None: ``late/`` is empty): the windows' counts and sums lose them and their cause
     gains them."""
-    n = len(cfg.window.value_columns)
+    n = len(cfg.window.value_inputs)
     cols = [*cfg.window.key, "_ws", "_we", "_role", "_file", "_clipped", "_unread", *[f"_v{i}" for i in range(n)],
             "_dead", "_late", "_neg"]  # no _lh: attribution.tally then counts no copies
     pairs = pairs.select(*[c for c in pairs.columns if c in cols], F.lit(False).alias("_late"),

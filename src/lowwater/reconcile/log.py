@@ -41,7 +41,7 @@ from lowwater.io.footers import null_free
 from lowwater.io.parse import normalise
 from lowwater.reconcile.position import StreamPosition
 from lowwater.runtime.session import persist_with
-from lowwater.spark.aggtypes import value_expr
+from lowwater.spark.aggtypes import input_expr
 
 # A pair's role, as a small int (a grouping key on every pair: no strings to hash).
 TRUTH, MOVED, DEAD = 0, 1, 2
@@ -161,9 +161,9 @@ def input_columns(schema: T.StructType) -> list[str]:
 
 
 def values(cfg: PipelineConfig, schema: T.StructType) -> list[Column]:
-    """The value columns as the stream folds them (``spark/aggtypes.value_expr``), named ``_v{i}``."""
+    """The value inputs as the stream folds them (``spark/aggtypes.input_expr``), named ``_v{i}``."""
     types = {f.name: f.dataType for f in schema.fields}
-    return [value_expr(F.col(c), types[c]).alias(f"_v{i}") for i, c in enumerate(cfg.window.value_columns)]
+    return [input_expr(F.col(c), types[c], of).alias(f"_v{i}") for i, (c, of) in enumerate(cfg.window.value_inputs)]
 
 
 def _window_starts(event: Column, size_us: int, slide_us: int, offset_us: int) -> list[Column]:

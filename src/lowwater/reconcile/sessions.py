@@ -141,7 +141,7 @@ def _latest(cfg: PipelineConfig, top: Column, prefix: str, schema: T.StructType)
             agg = F.min(F.when(top, s) if r == LATEST else s)
         elif r == MAX or (r == LATEST and func == "max"):
             agg = F.max(F.when(top, s) if r == LATEST else s)
-        elif r == LATEST and func in ("count", "sum"):
+        elif r == LATEST and func in ("count", "sum", "count_if"):
             agg = F.sum(F.when(top, s))
         elif r == LATEST:  # avg: one head's, or the heads' weighted by their counts (core: fold_session)
             n = F.when(top & s.isNotNull(), F.col("s_count"))

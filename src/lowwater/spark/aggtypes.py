@@ -28,6 +28,12 @@ only). The sum field of a non-number stays null.
 
 A sum that overflows its type fails the step loudly (Arrow's checked cast,
 Spark's ANSI cast), as Spark SQL's ``sum`` does with ANSI mode on.
+
+A value input other than the column itself (``core/partials.INPUTS``) is
+computed where a row is read (:func:`arrow_input`, :func:`input_expr`) and
+typed by :func:`input_type`: squares of integers bigint, other squares double,
+a boolean's true values 1. ``count_if`` is bigint; the variances and standard
+deviations are doubles.
 """
 
 from __future__ import annotations
@@ -42,8 +48,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.core.partials import MIN, OUTPUTS, Field, layout
+from lowwater.core.partials import COLUMN, MIN, OUTPUTS, SQUARE, TRUE, Field, Read, layout
 
+SUM_OVERFLOW = "lowwater: sum overflow"  # the CLI turns an error starting so into its one line
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FLOATING = (T.FloatType, T.DoubleType)
 _MAX_PRECISION = 38
@@ -123,26 +130,81 @@ def _decoded(value: Column, dt: T.DataType) -> Column:
     return value.cast(field_type(MIN, dt))
 
 
-def result_expr(func: str, dt: T.DataType, col: Callable[[Field], Column]) -> Column:
-    """Aggregate ``func`` from the partial columns (``col(field)``) as ``OUTPUTS`` reads them, typed as Spark SQL.
+def result_expr(func: str, dt: T.DataType, col: Callable[..., Column]) -> Column:
+    """Aggregate ``func`` of a column typed ``dt`` from the partial columns it reads, typed as Spark SQL.
+
+    ``col(field)`` is a field of the column's own value input, ``col(field, of)``
+    one of its other inputs (``core/partials.INPUTS``: the squares).
 
     One field is the result, typed as the field (so ``sum`` is ``sum_type``,
-    ``min``/``max`` the column's, ``count`` bigint); a ratio (``avg``) is typed
-    as Spark's ``Average``.
+    ``min``/``max`` the column's, ``count`` and ``count_if`` bigint); a ratio
+    (``avg``) is typed as Spark's ``Average``; the variances and standard
+    deviations are doubles, by the arithmetic of ``core/partials.FINISH``.
     """
     out = OUTPUTS[func]
-    value = col(out.field)
-    if out.per is None:
-        if out.field.counts or value_kind(dt) in NUMBER_KINDS:
-            return value.cast(field_type(out.field, dt))
+
+    def read(r: Read) -> Column:
+        return col(r.field) if r.of == COLUMN else col(r.field, r.of)
+
+    if out.finish == "value":
+        (one,) = out.reads
+        value = read(one)
+        if one.field.counts or value_kind(dt) in NUMBER_KINDS:
+            return value.cast(field_type(one.field, dt))
         return _decoded(value, dt)
-    per = col(out.per)
-    # Null when ``per`` is 0, whatever ``value`` is: reconcile's expected value of a window whose rows were all
-    # taken back out is a sum of 0 over 0 rows (ANSI would fail the job on the division).
-    some = per != 0
-    if isinstance(dt, T.DecimalType):  # Spark's Average: sum / count as decimal, then the result type
-        return F.when(some, value / per.cast(T.DecimalType(20, 0))).cast(avg_type(dt))
-    return F.when(some, value.cast("double") / per).cast("double")
+    if out.finish == "ratio":
+        value, per = (read(r) for r in out.reads)
+        # Null when ``per`` is 0, whatever ``value`` is: reconcile's expected value of a window whose rows were all
+        # taken back out is a sum of 0 over 0 rows (ANSI would fail the job on the division).
+        some = per != 0
+        if isinstance(dt, T.DecimalType):  # Spark's Average: sum / count as decimal, then the result type
+            return F.when(some, value / per.cast(T.DecimalType(20, 0))).cast(avg_type(dt))
+        return F.when(some, value.cast("double") / per).cast("double")
+    n, total, squares = (read(r) for r in out.reads)  # the moments (partials._MOMENTS)
+    s, q, nd = total.cast("double"), squares.cast("double"), n.cast("double")
+    about_mean = F.greatest(F.lit(0.0), q - s * s / nd)
+    sample = out.finish.endswith("_samp")
+    var = F.when(n >= F.lit(2 if sample else 1), about_mean / ((nd - F.lit(1.0)) if sample else nd))
+    return (F.sqrt(var) if out.finish.startswith("stddev") else var).cast("double")
+
+
+def input_type(dt: T.DataType, of: str) -> T.DataType:
+    """The type of a value input (``core/partials.INPUTS``) of a column of type ``dt``: squares of integers
+    stay exact as bigint, others are doubles; a boolean's true values are 1 (bigint)."""
+    if of == SQUARE:
+        return T.LongType() if value_kind(dt) == "int" else T.DoubleType()
+    if of == TRUE:
+        return T.LongType()
+    return dt
+
+
+def input_expr(col: Column, dt: T.DataType, of: str = COLUMN) -> Column:
+    """A value input of a column as it travels (:func:`value_expr` of :func:`input_type`), in Spark SQL."""
+    if of == SQUARE:
+        v = col.cast(input_type(dt, of))
+        return v * v
+    if of == TRUE:
+        return F.when(col.cast("boolean"), F.lit(1)).cast("long")
+    return value_expr(col, dt)
+
+
+def arrow_input(col: pa.ChunkedArray | pa.Array, dt: T.DataType, of: str = COLUMN) -> pa.Array:
+    """:func:`input_expr` in Arrow, for the executors (an integer square past a bigint fails the step)."""
+    if of == SQUARE:
+        v = arrow_values(col, dt)
+        if value_kind(dt) != "int":
+            v = pc.cast(v, pa.float64(), safe=False)
+        try:
+            return pc.multiply_checked(v, v)
+        except pa.ArrowInvalid:
+            msg = f"{SUM_OVERFLOW}: a square for a variance is beyond a bigint's range: give the column a double type"
+            raise OverflowError(msg) from None
+    if of == TRUE:
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        true = pc.fill_null(pc.cast(col, pa.bool_()), False)
+        return pc.if_else(true, pa.scalar(1, pa.int64()), pa.scalar(None, pa.int64()))
+    return arrow_values(col, dt)
 
 
 def value_cast(dt: T.DataType) -> T.DataType:

@@ -26,6 +26,7 @@ import numpy as np
 
 from lowwater.config import PipelineConfig
 from lowwater.core import partials
+from lowwater.core.aggregates import input_index
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.panes import Agg, Emission, Pane
@@ -59,7 +60,9 @@ class _Panes:
         self.trigger = cfg.early
         self.open: dict[tuple, list[Pane]] = {}
         self.fired: dict[tuple, list[Pane]] = {}
-        self.columns = [a.column for a in self.aggs] or [None]
+        # One pane per value input (``core/aggregates.value_inputs``: a column, its squares...), read together.
+        self.inputs = cfg.window.value_inputs
+        self.columns: list[tuple[str, str] | None] = [*self.inputs] or [None]
 
     def _panes(self, win: tuple) -> list[Pane]:
         if win in self.fired:
@@ -67,14 +70,16 @@ class _Panes:
         return self.open.setdefault(win, [Pane(self.mode, self.trigger) for _ in self.columns])
 
     @staticmethod
-    def _agg(row: dict, column: str | None) -> Agg:
-        return Agg(*partials.of_rows([(1.0 if column is None else row.get(column),)], 1))
+    def _agg(row: dict, column: tuple[str, str] | None) -> Agg:
+        value = 1.0 if column is None else partials.input_value(row.get(column[0]), column[1])
+        return Agg(*partials.of_rows([(value,)], 1))
 
     def _rows(self, win: tuple, emitted: list[list[Emission]]) -> list[tuple]:
         key, start, end = win
         out = []
         for k, e in enumerate(emitted[0]):
-            values = [partials.output(a.func, emitted[i][k].value.parts, 0) for i, a in enumerate(self.aggs)]
+            flat = [e.value.n, *[x for pane in emitted for x in pane[k].value.parts[1:]]]  # every input's partial
+            values = [partials.output(a.func, flat, input_index(self.inputs, a)) for a in self.aggs]
             out.append((key, start / 1e6, end / 1e6, str(e.kind), e.revision, e.value.n,
                         *[None if v is None else float(v) for v in values]))
         return out

@@ -33,7 +33,7 @@ from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
 from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
-from lowwater.spark.aggtypes import value_cast, value_expr
+from lowwater.spark.aggtypes import value_cast
 from lowwater.spark.clocked import CLOCK_COLUMNS
 from lowwater.spark.operators.sessions.executor import COUNTS, make_session_step, out_schema, state_schema
 from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
@@ -99,8 +99,7 @@ class SessionOperator:
                 need.append(PER_ROW)
         framed = plan.rows.frame_with_clock(list(dict.fromkeys(need)))
         cols = [F.col(k) for k in self.layout.keys]
-        cols += [value_expr(F.col(v), self.layout.value_type(j)).alias(f"_v{j}")
-                 for j, v in enumerate(self.layout.values)]
+        cols += [self.layout.value_expr(j).alias(f"_v{j}") for j in range(len(self.layout.values))]
         cols += [F.col("_event_us"), F.col("_rid"), F.lit(1).alias("_role"), *(F.col(c) for c in CLOCK_COLUMNS)]
         if clip:
             cols.append(F.col("_arrival_us"))

@@ -32,7 +32,7 @@ from lowwater.core.lateness import Lateness, classify, row_verdicts
 from lowwater.core.partials import ROWS, SUM, VALUE_FIELDS
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
-from lowwater.spark.aggtypes import arrow_values, summed, value_kind
+from lowwater.spark.aggtypes import SUM_OVERFLOW, arrow_input, summed, value_kind
 from lowwater.spark.operators.windowed.fold import StateLayout
 
 PAYLOAD = "_in_"
@@ -40,7 +40,6 @@ PAYLOAD = "_in_"
 PER_ROW = "_skew_us"
 
 
-SUM_OVERFLOW = "lowwater: sum overflow"  # the CLI turns an error starting so into its one line
 
 
 def check_sum(column: str, exact: pa.ChunkedArray, approx: pa.ChunkedArray, dt: T.DataType) -> None:
@@ -143,6 +142,9 @@ def make_contribute(
     values = list(layout.values)
     group_cols = [*keys, "window_start", "window_end"]
     value_types = [layout.value_type(j) for j in range(len(values))]
+    column_types = [layout.column_type(j) for j in range(len(values))]
+    inputs = [layout.input_of(j) for j in range(len(values))]
+    labels = [f"{of} of {v}" if of else v for v, of in zip(values, inputs, strict=True)]  # an overflow names it
     # Timestamps cross as UTC instants (the JVM reads the µs and ignores the zone's name).
     arrow_schema = to_arrow_schema(out_schema, timezone="UTC")
 
@@ -186,7 +188,7 @@ def make_contribute(
             cols["window_start"] = pa.array(pairs.start)
             cols["window_end"] = pa.array(pairs.end)
             for j, v in enumerate(values):  # int64, decimal or float64 (NaN -> null): spark/aggtypes.py
-                cols[f"_v{j}"] = arrow_values(b.column(v), value_types[j]).take(take)
+                cols[f"_v{j}"] = arrow_input(b.column(v), column_types[j], inputs[j]).take(take)
             on = verdict == Lateness.ON_TIME
             if on.any():
                 mask = pa.array(on)
@@ -208,7 +210,7 @@ def make_contribute(
                         part[PAYLOAD + c] = b.column(c).take(rows)
                 other.append(shaped(part, len(sel)))
         if on_tables:
-            yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, values, value_types, adds, checked))
+            yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, labels, value_types, adds, checked))
         yield from other
         if row_counts.any():
             yield shaped({"_kind": pa.array(["A"] * 3, pa.string()), "_w": pa.array(np.arange(3, dtype=np.int64)),

@@ -46,10 +46,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.core import partials
-from lowwater.core.aggregates import AggSpec
+from lowwater.core.aggregates import AggSpec, input_index, value_inputs
+from lowwater.core.partials import COLUMN
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
 from lowwater.runtime.columns import cols, memo, select, select_built
-from lowwater.spark.aggtypes import field_type, result_expr
+from lowwater.spark.aggtypes import field_type, input_expr, input_type, result_expr
 
 SEQ_BASE = -(2**62)
 ROWS = partials.ROWS.column()  # ``_n``: the window's ``count`` result column
@@ -68,10 +69,35 @@ class StateLayout:
     accumulation: str = AccumulationMode.ACCUMULATING.value
     early: EarlyTrigger | None = None
     value_types: tuple[T.DataType, ...] = ()  # input types of ``values`` (default: doubles)
+    inputs: tuple[str, ...] = ()  # what each value input is of its column (``partials.INPUTS``; default: itself)
+
+    @classmethod
+    def of(
+        cls, keys: tuple[str, ...], key_types: tuple[T.DataType, ...], aggregations: tuple[AggSpec, ...],
+        types: dict[str, T.DataType], accumulation: str = AccumulationMode.ACCUMULATING.value,
+        early: EarlyTrigger | None = None,
+    ) -> StateLayout:
+        """The layout of ``aggregations`` over columns typed ``types``: one value input per
+        ``core/aggregates.value_inputs`` (the columns, then their squares or true values)."""
+        inputs = value_inputs(list(aggregations))
+        return cls(keys=keys, key_types=key_types, values=tuple(c for c, _ in inputs), aggregations=aggregations,
+                   accumulation=accumulation, early=early, value_types=tuple(types[c] for c, _ in inputs),
+                   inputs=tuple(of for _, of in inputs))
+
+    def input_of(self, i: int) -> str:
+        return self.inputs[i] if self.inputs else COLUMN
+
+    def column_type(self, i: int) -> T.DataType:
+        """The type of value input ``i``'s column, as read from a row."""
+        return self.value_types[i] if self.value_types else T.DoubleType()
 
     def value_type(self, i: int) -> T.DataType:
-        """The input type of value column ``i``: it types the partials and results (``spark/aggtypes.py``)."""
-        return self.value_types[i] if self.value_types else T.DoubleType()
+        """The type of value input ``i`` (its column's, or its square's...): it types the partials (``aggtypes``)."""
+        return input_type(self.column_type(i), self.input_of(i))
+
+    def value_expr(self, i: int) -> Column:
+        """Value input ``i`` of a row as it travels, in Spark SQL (``aggtypes.input_expr``)."""
+        return input_expr(F.col(self.values[i]), self.column_type(i), self.input_of(i))
 
     def partial_fields(self) -> list[tuple[str, partials.Field, int | None]]:
         """The partial's columns: (name, field, value column or None), in the layout of ``core/partials.py``."""
@@ -275,9 +301,11 @@ class StateLayout:
     def aggregate_columns(self) -> list[Column]:
         """The configured aggregates from the partial columns, typed as Spark SQL types them (``aggtypes``)."""
         out = []
+        pairs = list(zip(self.values, [self.input_of(i) for i in range(len(self.values))], strict=True))
         for a in self.aggregations:
-            i = self.values.index(a.column)
-            expr = result_expr(a.func, self.value_type(i), lambda f, i=i: F.col(f.column(i)))
+            where = input_index(pairs, a)
+            expr = result_expr(a.func, self.column_type(where(COLUMN)),
+                               lambda f, of=COLUMN, where=where: F.col(f.column(where(of))))
             out.append(expr.alias(a.name))
         return out
 

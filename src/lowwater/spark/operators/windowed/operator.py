@@ -106,14 +106,13 @@ def aggregate_layout(cfg: PipelineConfig, inputs: T.StructType, window: WindowCo
     """The per-(key, window) aggregate layout of ``window`` (default ``[window]``) over ``inputs``."""
     window = window or cfg.window
     types = {f.name: f.dataType for f in inputs.fields}
-    return StateLayout(
+    return StateLayout.of(
         keys=window.key,
         key_types=tuple(types[k] for k in window.key),
-        values=tuple(window.value_columns),
         aggregations=window.aggregations,
+        types=types,
         accumulation=window.accumulation,
         early=cfg.early,
-        value_types=tuple(types[v] for v in window.value_columns),
     )
 
 

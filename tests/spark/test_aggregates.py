@@ -1,0 +1,174 @@
+"""count_if and the variances/standard deviations on Spark (ADR 0034), against Spark's own batch aggregates.
+
+One out-of-order log (late updates within grace, nulls, cut into micro-batches) runs through tumbling windows
+(the executors' Arrow fold) and session windows (the session machine's path), both retracting: the most stateful
+mode, and its revisions carry the accumulating value. Each window still standing equals
+``groupBy(...).agg(F.count_if, F.stddev, ...)`` over the same rows: counts exactly, the moments to 1e-9 (Spark
+folds them by Welford's update, in another order), and every retraction carries the value it takes back.
+``reconcile`` with a standard deviation: ``tests/spark/test_reconcile.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from lowwater.testing.scenario import base_config, run_scenario
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = ("partition STRING, offset LONG, event_time DOUBLE, key STRING, amount DOUBLE, qty INT, "
+          "price DECIMAL(10,2), flag BOOLEAN")
+AGGS = {"ok": "count_if(flag)", "sd": "stddev(amount)", "sdp": "stddev_pop(amount)", "v": "variance(qty)",
+        "vp": "var_pop(qty)", "sdd": "std(price)", "total": "sum(amount)"}
+# Spark's own functions, by name (a Column needs a running session).
+SPARK = {"ok": ("count_if", "flag"), "sd": ("stddev", "amount"), "sdp": ("stddev_pop", "amount"),
+         "v": ("variance", "qty"), "vp": ("var_pop", "qty"), "sdd": ("std", "price"), "total": ("sum", "amount")}
+COUNTS = ("ok",)
+CUTS = [23, 40, 41]
+
+
+def _rows() -> list[dict]:
+    """60 rows in arrival order: events drift forward with disorder up to 14 s (late updates, no too-late row)."""
+    rnd = random.Random(34)
+    out = []
+    for i in range(60):
+        t = max(0.0, i * 1.0 - rnd.choice([0, 0, 0, 3, 8, 14]) + rnd.random())
+        out.append({
+            "partition": "0", "offset": i, "event_time": round(t, 3), "key": rnd.choice("ab"),
+            "amount": None if i % 11 == 5 else round(rnd.gauss(1e4, 50), 2),  # a large mean: the moments' test
+            "qty": rnd.randint(-3, 40), "price": None if i % 13 == 0 else rnd.randint(1, 99999) / 100,
+            "flag": None if i % 7 == 3 else rnd.random() < 0.4,
+        })
+    return out
+
+
+ROWS = _rows()
+
+
+def _config(window: dict) -> dict:
+    cfg = base_config(window={"allowed_lateness": "100s", "aggregations": AGGS, **window})
+    cfg["source"]["schema"] = SCHEMA
+    return cfg
+
+
+def _batch(spark, landing, session: bool) -> dict[tuple, dict]:  # noqa: ANN001
+    """Spark's own aggregates over the same rows (the files the run read), per (key, window start s, end s)."""
+    df = spark.read.schema(SCHEMA).json(str(landing)).withColumn("ts", F.timestamp_seconds("event_time"))
+    assert df.count() == len(ROWS)
+    win = F.session_window("ts", "5 seconds") if session else F.window("ts", "10 seconds")
+    aggs = [getattr(F, f)(c).alias(n) for n, (f, c) in SPARK.items()]
+    got = df.groupBy("key", win.alias("w")).agg(*aggs).collect()
+    return {(r["key"], r["w"].start.timestamp(), r["w"].end.timestamp()): {n: r[n] for n in SPARK} for r in got}
+
+
+def _same(got: dict, want: dict) -> None:
+    for name, w in want.items():
+        g = None if pd.isna(got[name]) else got[name]  # pandas reads a null double as NaN
+        if name in COUNTS or w is None:
+            assert g == w, (name, got, want)
+        else:
+            assert g is not None and math.isclose(float(g), float(w), rel_tol=1e-9, abs_tol=1e-9), (name, got, want)
+
+
+def _emissions(results: pd.DataFrame) -> pd.DataFrame:
+    df = results.copy()
+    df["ws"] = df["window_start"].map(lambda t: t.timestamp())
+    df["we"] = df["window_end"].map(lambda t: t.timestamp())
+    return df.sort_values(["key", "ws", "we", "revision", "batch_id"], kind="stable")
+
+
+def _retracted(results: pd.DataFrame) -> dict[tuple, dict]:
+    """Retracting: the windows still standing (emissions minus retractions), counts and sums added up, the other
+    aggregates from the last non-retraction; every retraction carries the value emitted before it."""
+    out = {}
+    for (key, ws, we), g in _emissions(results).groupby(["key", "ws", "we"]):
+        sign = g["kind"].map(lambda k: -1 if k == "retraction" else 1)
+        shown = g[g["kind"] != "retraction"]
+        for r in g[g["kind"] == "retraction"].itertuples():
+            before = shown[shown["revision"] == r.revision]
+            assert len(before) == 1, (key, ws, r)
+            _same({n: getattr(r, n) for n in AGGS}, {n: _none(before.iloc[0][n]) for n in AGGS})
+        if sign.sum() == 0:
+            continue  # taken back (a session merged into another)
+        assert sign.sum() == 1, g
+        value = {n: shown.iloc[-1][n] for n in AGGS}
+        value["ok"] = int((sign * g["ok"]).sum())
+        value["total"] = float((sign * g["total"].fillna(0)).sum()) if shown.iloc[-1]["total"] is not None else None
+        out[(key, ws, we)] = value
+    return out
+
+
+def _none(v: object) -> object:
+    return None if pd.isna(v) else v
+
+
+def _check(got: dict[tuple, dict], want: dict[tuple, dict]) -> None:
+    assert sorted(got) == sorted(want)
+    for w, value in want.items():
+        _same(got[w], value)
+
+
+def test_new_aggregates_equal_sparks_batch_with_revisions_retractions_and_sessions(spark, tmp_path):
+    ret = run_scenario(spark, _config({"accumulation": "retracting"}), ROWS, cuts=CUTS, workdir=tmp_path / "ret")
+    s = ret.summary
+    assert s["late_updates"] > 5 and s["too_late"] == 0 and s["revisions"] > 5, s  # the revisions are exercised
+    # Each revision retracts the value before it (none before a window's first emission: it had no on-time row).
+    assert s["revisions"] >= (ret.results["kind"] == "retraction").sum() > 5
+    _check(_retracted(ret.results), _batch(spark, tmp_path / "ret" / "landing", session=False))
+    assert ret.results["ok"].dtype == "int64" and ret.results["sd"].dtype == "float64"
+
+    sessions = _config({"type": "session", "gap": "5s", "accumulation": "retracting"})
+    sessions["window"].pop("size")
+    ses = run_scenario(spark, sessions, ROWS, cuts=CUTS, workdir=tmp_path / "ses")
+    assert ses.summary["late_updates"] > 5 and ses.summary["too_late"] == 0
+    _check(_retracted(ses.results), _batch(spark, tmp_path / "ses" / "landing", session=True))
+
+
+def test_a_session_stddev_over_several_heads_is_named_not_compared(spark):
+    """Heads' standard deviations do not merge (their means are not emitted): a batch session of two heads leaves
+    it uncompared, named in ``not_compared``; of one head it is compared."""
+    from lowwater.config import parse_config
+    from lowwater.reconcile.compare import side_by_side
+    from lowwater.reconcile.position import StreamPosition
+
+    cfg = parse_config({"source": {"format": "jsonl", "path": "x", "event_time": "t"},
+                        "window": {"type": "session", "gap": "5s", "key": ["k"], "aggregations": {"sd": "stddev(v)"}},
+                        "output": {"path": "out"}})
+    rows = [(0, 1.5, 1.5, 1), (10, 1.5, 2.5, 1), (20, 1.5, 9.0, 2)]  # (window start, expected, stream, heads)
+    counts = [F.lit(3).cast("long").alias(c) for c in ("t_count", "e_count", "s_count")]
+    out = spark.createDataFrame(rows, "_ws long, e double, s double, _heads long").select(
+        F.lit("a").alias("k"), "_ws", (F.col("_ws") + 5_000_000).alias("_we"), *counts, F.col("e").alias("t_sd"),
+        F.col("e").alias("e_sd"), F.col("s").alias("s_sd"), "_heads", F.lit(True).alias("_nulls_sd"),
+        F.lit(0).alias("_last_rev"), F.lit(0).alias("_dead_n"), F.lit(0).alias("_clipped_n"))
+    position = StreamPosition(step=1, watermark_us=10**12, read_files=(), landed_files=0, drained=True)
+    got = {r["_ws"]: (r["status"], r["not_compared"]) for r in side_by_side(cfg, out, position).collect()}
+    assert got == {0: ("explained", None), 10: ("unexplained", None), 20: ("explained", "sd")}
+
+
+def test_the_executors_value_inputs_are_the_cores():
+    """``aggtypes.arrow_input`` (the executors) and ``partials.input_value`` (the core) give the same inputs."""
+    from decimal import Decimal
+
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    from lowwater.core.partials import SQUARE, TRUE, input_value
+    from lowwater.spark.aggtypes import arrow_input, input_type
+
+    cases = [(pa.array([3, None, -4], pa.int32()), T.IntegerType(), SQUARE, [9, None, 16]),
+             (pa.array([1.5, None, float("nan")]), T.DoubleType(), SQUARE, [2.25, None, None]),
+             (pa.array([Decimal("1.10"), None], pa.decimal128(4, 2)), T.DecimalType(4, 2), SQUARE, [1.1 * 1.1, None]),
+             (pa.array([True, False, None]), T.BooleanType(), TRUE, [1, None, None])]
+    for col, dt, of, want in cases:
+        got = arrow_input(col, dt, of)
+        assert got.to_pylist() == want, (dt, of)
+        assert got.type == {"bigint": pa.int64(), "double": pa.float64()}[input_type(dt, of).simpleString()]
+        core = [input_value(v, of) for v in col.to_pylist()]
+        assert [None if x != x else x for x in core] == want, (dt, of)
+    with pytest.raises(OverflowError, match="^lowwater: sum overflow: a square"):  # past a bigint: the step fails
+        arrow_input(pa.array([2**32], pa.int64()), T.LongType(), SQUARE)
