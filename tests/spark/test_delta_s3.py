@@ -4,8 +4,8 @@ same pipeline's on local files, and every step is in each table once (ADR 0026, 
 
 Two processes with Delta's and S3A's jars (the shared session has no Delta), started together: ``lowwater run``
 killed -9 at a random moment of a step -- while it runs, a second run (in this process) is refused -- and one script
-that, once told the step after the kill, runs the local pipeline cleanly (and ``reconcile --apply`` once), and on S3
-crashes that step between its writes and its manifest (``before_commit``), then between its manifest and Spark's
+that runs the local pipeline cleanly (and ``reconcile --apply`` once) meanwhile, then, told the step after the kill,
+on S3 crashes that step between its writes and its manifest (``before_commit``), then between its manifest and Spark's
 commit (``after_commit``), then drains and applies reconcile twice; it reads every table back with Spark, this
 process with delta-rs. Delta writes its log on S3A with its single-driver log store: one writer, which
 lowwater's lock makes lowwater's one run.
@@ -60,11 +60,6 @@ cfg = load_config(f"{remote}/pipeline.toml")
 (jars, conf), (s3_jars, s3_conf) = delta_session(cfg), s3_session(cfg)
 spark = get_spark(cfg.spark, jars=jars + s3_jars, conf={**conf, **s3_conf})
 here = os.getcwd()
-deadline = time.monotonic() + 600  # the session is up while the other run starts; the step comes after its kill
-while not os.path.exists(f"{here}/step") and time.monotonic() < deadline:
-    time.sleep(0.2)
-with open(f"{here}/step") as f:
-    step = int(f.read())
 out = {"local": load_config(f"{local}/pipeline.toml").output.path, "remote": cfg.output.path}
 
 def cli(root, *args):
@@ -95,8 +90,13 @@ def txns(table):  # every (appId, version) in the table's log
     return [(a["txn"]["appId"], a["txn"]["version"]) for n in fs.list_names(log) if n.endswith(".json")
             for a in map(json.loads, fs.read_text(f"{log}/{n}").splitlines()) if "txn" in a]
 
-got = {"codes": [cli(local, "run", "pipeline.toml", "--drain", "-q"),
+got = {"codes": [cli(local, "run", "pipeline.toml", "--drain", "-q"),  # while the other run goes on
                  cli(local, "reconcile", "pipeline.toml", "--apply", "-q")]}
+deadline = time.monotonic() + 600  # the step comes after the other run's kill
+while not os.path.exists(f"{here}/step") and time.monotonic() < deadline:
+    time.sleep(0.2)
+with open(f"{here}/step") as f:
+    step = int(f.read())
 crash("before_commit")
 got["reached"] = [v for _, v in txns(f"{out['remote']}/delta/metrics")]
 crash("after_commit")
@@ -131,7 +131,7 @@ def test_delta_on_s3_killed_crashed_refused_and_reconciled_equals_the_local_run(
     fs = HadoopFS(spark)
 
     # 1. ``lowwater run`` killed -9 at a random moment of a step after its second; meanwhile a second run refuses.
-    #    The script's session starts meanwhile; it runs the rest once it is told the step to crash.
+    #    The script runs the local pipeline meanwhile, and the rest once it is told the step to crash.
     env = fast_jvm({**os.environ, "PYSPARK_PYTHON": sys.executable})
     with open(tmp_path / "script.err", "wb") as script_err:
         script = subprocess.Popen([sys.executable, "-c", SCRIPT, str(local), str(remote), ",".join(PER_RUN), *TABLES],
