@@ -1,8 +1,8 @@
 """``[source] format = "delta"``: an append-only Delta table read in commit order (``io/delta_log.py``).
 
 The table is written with delta-rs (no Spark), one commit per file of ``test_file_order``'s log; read two
-commits a micro-batch and across a restart, it gives the results of the same rows read one file a step from a
-landing directory: the commit order is the arrival order, whatever the cut.
+commits a micro-batch and across a restart, or all commits in one micro-batch, it gives the results of the same
+rows read one file a step from a landing directory: the commit order is the arrival order, whatever the cut.
 """
 
 from __future__ import annotations
@@ -50,3 +50,14 @@ def test_a_delta_table_is_read_in_commit_order_whatever_the_cut_and_across_a_res
     assert got.summary["out_of_order_files"] == 0
     assert not got.late.empty
     assert got.late["source_file"].str.match(rf"^{table}@0000000000000000000[0-5]/part-.*\.parquet$").all()
+
+    # The other extreme cut: the six commits there before the run, read in one micro-batch.
+    whole = tmp_path / "whole"
+    for f in log:
+        commit(whole / "landing", f)
+    one_batch = {**cfg, "source": {k: v for k, v in cfg["source"].items() if k != "max_files_per_batch"}}
+    at_once = run(spark, whole, one_batch)
+    assert at_once.summary["steps"] == 2  # all six commits, then the drain
+    assert at_once.emissions() == one_by_one.emissions() and at_once.late_rows() == one_by_one.late_rows()
+    assert {k: v for k, v in at_once.summary.items() if k != "steps"} == {
+        k: v for k, v in one_by_one.summary.items() if k != "steps"}

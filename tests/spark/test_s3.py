@@ -216,3 +216,25 @@ def test_reconcile_and_apply_twice_on_s3_outputs(spark, s3_server, tmp_path):
     assert results() == once  # twice == once, row for row
     fs = HadoopFS(spark)
     assert fs.list_names(f"{out}/reconcile") and not fs.exists(f"{out}/{LOCK_NAME}")
+
+
+def test_the_python_api_session_gets_s3a_and_delta_for_an_s3a_delta_output(monkeypatch):
+    """``lw.delta("s3a://...")`` without a session of one's own: the session gets S3A's and Delta's jars and settings,
+    as ``lowwater run`` gives them (no JVM: the session builder is replaced)."""
+    import lowwater.runtime.session as session_module
+    from lowwater.api.running import _session
+    from lowwater.config import parse_config
+
+    cfg = parse_config({
+        "source": {"format": "jsonl", "path": "landing", "event_time": "t", "schema": "t DOUBLE"},
+        "window": {"type": "tumbling", "size": "10s", "aggregations": {"n": "count(t)"}},
+        "output": {"path": "s3a://lake/out", "kind": "delta"},
+        "spark": {"s3": {"endpoint": "http://127.0.0.1:9000", "path_style_access": True}},
+    }, base_dir=".")
+    asked = {}
+    monkeypatch.setattr(session_module, "get_spark", lambda spark_cfg, **kw: asked.update(kw) or "session")
+    assert _session(cfg) == "session"
+    names = [j.rsplit("/", 1)[-1] for j in asked["jars"]]
+    assert any(n.startswith("hadoop-aws") for n in names) and any(n.startswith("delta-spark") for n in names)
+    assert asked["conf"]["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert asked["conf"]["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"

@@ -100,7 +100,10 @@ def start(pipeline: Pipeline, once: bool, drain: bool, after_drain: bool, spark:
         for s in cfg.sources:
             check_source_path(s, cfg.base_dir)
         spark = spark or _session(cfg)
+    from lowwater.io.s3 import configure
     from lowwater.observe.hub import Observers
+
+    configure(spark, cfg)  # [spark.s3] on a session started elsewhere too, as `lowwater run` does
 
     # [observe] exporters and [alerts] as `lowwater run` has them (the engine only calls what it is handed).
     engine = Engine(cfg, spark, after_drain=after_drain, source=source, observers=Observers(cfg))
@@ -111,16 +114,18 @@ def start(pipeline: Pipeline, once: bool, drain: bool, after_drain: bool, spark:
 
 def _session(cfg: PipelineConfig) -> SparkSession:
     """The session a file or Kafka pipeline runs on: the active one (a user's cluster: its jars are its own,
-    e.g. ``spark.jars.packages``), else one built from ``[spark]`` with the Kafka and Delta jars it needs."""
+    e.g. ``spark.jars.packages``), else one built from ``[spark]`` with the Kafka, Delta and S3A jars it needs."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     from lowwater.io.delta import delta_session
     from lowwater.io.kafka import jars_for
+    from lowwater.io.s3 import s3_session
     from lowwater.runtime.session import get_spark
 
     delta_jars, delta_conf = delta_session(cfg)
-    return get_spark(cfg.spark, jars=jars_for(cfg) + delta_jars, conf=delta_conf)
+    s3_jars, s3_conf = s3_session(cfg)  # s3a:// paths (lw.delta("s3a://..."), ...): as `lowwater run` has them
+    return get_spark(cfg.spark, jars=jars_for(cfg) + delta_jars + s3_jars, conf={**delta_conf, **s3_conf})
 
 
 class LowwaterQuery:
