@@ -31,7 +31,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config.join import JoinConfig
-from lowwater.core.join import JoinRow, JoinState, Side, SideCounts, _Buffered, run_batch
+from lowwater.core.join import JoinBounds, JoinRow, JoinState, Side, SideCounts, _Buffered, run_batch
 from lowwater.core.temporal_join import JoinKind, new_join
 from lowwater.core.watermarks import clip_future
 from lowwater.spark.operators.windowed.executor import skew_of
@@ -124,7 +124,7 @@ def make_join_pass(
         new = np.flatnonzero(role == 1)
         event = events(t, new)
         left = (t.column("side").to_numpy(zero_copy_only=False) == Side.LEFT.value)
-        free = np.where(left, event + bounds.upper_us, event - bounds.lower_us)
+        free = _free_bounds(bounds, temporal, t, on, left, event, seq)
         load, still = _to_load(t, on, role, new, free, watermark_us, whole_keys=temporal)
         seen = np.concatenate([load, new])
         key_values = [t.column(f"k_{c}").take(pa.array(seen, pa.int64())).to_pylist() for c in on]
@@ -189,7 +189,7 @@ def make_join_pass(
         is_left = t.column("side").take(at).to_numpy(zero_copy_only=False) == Side.LEFT.value
         cols.update(event_us=longs(event), matched=pa.array(flags))
         yield shaped(cols, len(pos), "S")
-        free = np.where(is_left, event + bounds.upper_us, event - bounds.lower_us)
+        free = _free_bounds(bounds, temporal, t.take(at), on, is_left, event, t.column("seq").take(at).to_numpy())
         # The held output watermark's part: a temporal join's kept versions emit nothing (its rows carry
         # their left row's time), so only its waiting left rows hold it.
         held = np.where(is_left, event, POS_INF) if temporal else event
@@ -229,6 +229,37 @@ def _to_load(
             touched[ids[buffered[hot]]] = True
         hot |= touched[ids[buffered]]
     return buffered[hot], buffered[~hot]
+
+
+def _free_bounds(
+    bounds: JoinBounds, temporal: bool, t: pa.Table, on: list[str], left: np.ndarray, event: np.ndarray,
+    seq: np.ndarray,
+) -> np.ndarray:
+    """Each buffered row's freeing bound (``W > bound`` frees it): its own time plus the join's bound, and for
+    a temporal join's older versions the time of the version that supersedes them."""
+    free = np.where(left, event + bounds.upper_us, event - bounds.lower_us)
+    return _superseded_at(t, on, left, event, seq, free) if temporal else free
+
+
+def _superseded_at(
+    t: pa.Table, on: list[str], left: np.ndarray, event: np.ndarray, seq: np.ndarray, free: np.ndarray,
+) -> np.ndarray:
+    """A temporal join's version is freed once a newer one of its key is at or before ``W``.
+
+    Per key, versions in (event time, arrival) order: each but the newest gets the bound ``next - 1``
+    (``W > bound`` frees, as for every buffered row), so the driver reads its bucket and the pass loads
+    its key in the step that supersedes it, as the core frees it then.
+    """
+    right = np.flatnonzero(~left)
+    if len(right) < 2:
+        return free
+    ids = _key_ids(t.take(pa.array(right, pa.int64())), on)
+    order = np.lexsort((np.asarray(seq)[right], event[right], ids))
+    same_key = ids[order][1:] == ids[order][:-1]
+    out = free.copy()
+    older = right[order][:-1][same_key]
+    out[older] = event[right[order][1:][same_key]] - 1
+    return out
 
 
 def _key_ids(t: pa.Table, on: list[str]) -> np.ndarray:
