@@ -75,7 +75,8 @@ def test_every_aggregate_function_reads_the_layout():
         "max": ([("max", "")], "value"), "avg": ([("sum", ""), ("nonnull", "")], "ratio"),
         "count_if": ([("nonnull", "true")], "value"),
         **{f: ([("nonnull", ""), ("sum", ""), ("sum", "square")], f)
-           for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")}}
+           for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")},
+        "first_by_time": ([("min", "by_time")], "timed_value"), "last_by_time": ([("max", "by_time")], "timed_value")}
 
 
 @given(rs=rows)

@@ -28,6 +28,12 @@ AGGS = {"ok": "count_if(flag)", "sd": "stddev(amount)", "sdp": "stddev_pop(amoun
 # Spark's own functions, by name (a Column needs a running session).
 SPARK = {"ok": ("count_if", "flag"), "sd": ("stddev", "amount"), "sdp": ("stddev_pop", "amount"),
          "v": ("variance", "qty"), "vp": ("var_pop", "qty"), "sdd": ("std", "price"), "total": ("sum", "amount")}
+# first/last by event time (tumbling only: sessions refuse them), against Spark's min_by/max_by ordered by
+# (event time, arrival): the same tie-break; the value of the first row may be null, as min_by's.
+TIMED = {**AGGS, "f": "first_by_time(amount)", "l": "last_by_time(qty)", "fp": "first_by_time(price)",
+         "lf": "last_by_time(flag)"}
+SPARK_TIMED = {**SPARK, "f": ("min_by", "amount"), "l": ("max_by", "qty"), "fp": ("min_by", "price"),
+               "lf": ("max_by", "flag")}
 COUNTS = ("ok",)
 CUTS = [23, 40, 41]
 
@@ -50,26 +56,28 @@ def _rows() -> list[dict]:
 ROWS = _rows()
 
 
-def _config(window: dict) -> dict:
-    cfg = base_config(window={"allowed_lateness": "100s", "aggregations": AGGS, **window})
+def _config(window: dict, aggs: dict = AGGS) -> dict:
+    cfg = base_config(window={"allowed_lateness": "100s", "aggregations": aggs, **window})
     cfg["source"]["schema"] = SCHEMA
     return cfg
 
 
-def _batch(spark, landing, session: bool) -> dict[tuple, dict]:  # noqa: ANN001
+def _batch(spark, landing, session: bool, funcs: dict = SPARK) -> dict[tuple, dict]:  # noqa: ANN001
     """Spark's own aggregates over the same rows (the files the run read), per (key, window start s, end s)."""
     df = spark.read.schema(SCHEMA).json(str(landing)).withColumn("ts", F.timestamp_seconds("event_time"))
     assert df.count() == len(ROWS)
     win = F.session_window("ts", "5 seconds") if session else F.window("ts", "10 seconds")
-    aggs = [getattr(F, f)(c).alias(n) for n, (f, c) in SPARK.items()]
+    arrival = F.struct("event_time", "offset")  # one partition: its offsets are the arrival order
+    aggs = [(getattr(F, f)(c, arrival) if f.endswith("_by") else getattr(F, f)(c)).alias(n)
+            for n, (f, c) in funcs.items()]
     got = df.groupBy("key", win.alias("w")).agg(*aggs).collect()
-    return {(r["key"], r["w"].start.timestamp(), r["w"].end.timestamp()): {n: r[n] for n in SPARK} for r in got}
+    return {(r["key"], r["w"].start.timestamp(), r["w"].end.timestamp()): {n: r[n] for n in funcs} for r in got}
 
 
 def _same(got: dict, want: dict) -> None:
     for name, w in want.items():
         g = None if pd.isna(got[name]) else got[name]  # pandas reads a null double as NaN
-        if name in COUNTS or w is None:
+        if name in COUNTS or w is None or isinstance(w, bool):
             assert g == w, (name, got, want)
         else:
             assert g is not None and math.isclose(float(g), float(w), rel_tol=1e-9, abs_tol=1e-9), (name, got, want)
@@ -82,7 +90,7 @@ def _emissions(results: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values(["key", "ws", "we", "revision", "batch_id"], kind="stable")
 
 
-def _retracted(results: pd.DataFrame) -> dict[tuple, dict]:
+def _retracted(results: pd.DataFrame, names: dict = AGGS) -> dict[tuple, dict]:
     """Retracting: the windows still standing (emissions minus retractions), counts and sums added up, the other
     aggregates from the last non-retraction; every retraction carries the value emitted before it."""
     out = {}
@@ -92,11 +100,11 @@ def _retracted(results: pd.DataFrame) -> dict[tuple, dict]:
         for r in g[g["kind"] == "retraction"].itertuples():
             before = shown[shown["revision"] == r.revision]
             assert len(before) == 1, (key, ws, r)
-            _same({n: getattr(r, n) for n in AGGS}, {n: _none(before.iloc[0][n]) for n in AGGS})
+            _same({n: getattr(r, n) for n in names}, {n: _none(before.iloc[0][n]) for n in names})
         if sign.sum() == 0:
             continue  # taken back (a session merged into another)
         assert sign.sum() == 1, g
-        value = {n: shown.iloc[-1][n] for n in AGGS}
+        value = {n: shown.iloc[-1][n] for n in names}
         value["ok"] = int((sign * g["ok"]).sum())
         value["total"] = float((sign * g["total"].fillna(0)).sum()) if shown.iloc[-1]["total"] is not None else None
         out[(key, ws, we)] = value
@@ -114,13 +122,22 @@ def _check(got: dict[tuple, dict], want: dict[tuple, dict]) -> None:
 
 
 def test_new_aggregates_equal_sparks_batch_with_revisions_retractions_and_sessions(spark, tmp_path):
-    ret = run_scenario(spark, _config({"accumulation": "retracting"}), ROWS, cuts=CUTS, workdir=tmp_path / "ret")
+    ret = run_scenario(spark, _config({"accumulation": "retracting"}, TIMED), ROWS, cuts=CUTS,
+                       workdir=tmp_path / "ret")
     s = ret.summary
     assert s["late_updates"] > 5 and s["too_late"] == 0 and s["revisions"] > 5, s  # the revisions are exercised
     # Each revision retracts the value before it (none before a window's first emission: it had no on-time row).
     assert s["revisions"] >= (ret.results["kind"] == "retraction").sum() > 5
-    _check(_retracted(ret.results), _batch(spark, tmp_path / "ret" / "landing", session=False))
+    _check(_retracted(ret.results, TIMED), _batch(spark, tmp_path / "ret" / "landing", False, SPARK_TIMED))
     assert ret.results["ok"].dtype == "int64" and ret.results["sd"].dtype == "float64"
+    assert ret.results["l"].dtype == "int32"  # the column type, int (as Spark max_by(qty, ...))
+    # A late row earlier by event time than a fired window's first changes it: a revision and its retraction.
+    revised = ret.results[ret.results["kind"] == "retraction"]
+    assert any(_none(r.f) != _none(ret.results[(ret.results["key"] == r.key)
+                                             & (ret.results["window_start"] == r.window_start)
+                                             & (ret.results["revision"] == r.revision + 1)
+                                             & (ret.results["kind"] == "revision")].iloc[0]["f"])
+               for r in revised.itertuples()), "no revision changed first_by_time"
 
     sessions = _config({"type": "session", "gap": "5s", "accumulation": "retracting"})
     sessions["window"].pop("size")

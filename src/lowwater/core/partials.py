@@ -20,6 +20,7 @@ ratio of two (``avg = sum / non-null``)::
     count(c) = nonnull   sum(c) = sum   min(c) = min   max(c) = max
     avg(c)   = sum / nonnull            (and a window's ``count`` column = rows)
     count_if(c) = nonnull of "c true"   var/stddev(c) from nonnull, sum of c, sum of "c squared"
+    first_by_time(c) / last_by_time(c) = min / max of "(event, arrival, c)" (its value part)
 
 An aggregate is one entry of :data:`OUTPUTS`: the fields it reads and how they
 finish (:data:`FINISH`; ADR 0034).
@@ -83,12 +84,19 @@ WIDTH = len(VALUE_FIELDS)
 
 # What a value input is of its column: the values themselves, their squares (numbers; ``int`` kinds as
 # bigint, others as double), or 1 where a boolean is true and null otherwise (its non-null count counts them).
-COLUMN, SQUARE, TRUE = "", "square", "true"
-INPUTS = (COLUMN, SQUARE, TRUE)
+# A by-time input is the tuple (event µs, arrival order, minor arrival order, value): never null (a null value is
+# kept inside), its min the row first by event time and its max the last, ties broken by arrival (ADR 0034).
+COLUMN, SQUARE, TRUE, BY_TIME = "", "square", "true", "by_time"
+INPUTS = (COLUMN, SQUARE, TRUE, BY_TIME)
 
 
-def input_value(v: object, of: str) -> object:
-    """Value input ``of`` of one value ``v`` in Python (``NaN``: null): ``spark/aggtypes.input_expr``'s twin."""
+def input_value(v: object, of: str, at: tuple[int, ...] = ()) -> object:
+    """Value input ``of`` of one value ``v`` in Python (``NaN``: null): ``spark/aggtypes.input_expr``'s twin.
+
+    ``at``: the row's (event µs, arrival order, minor order), which a :data:`BY_TIME` input carries.
+    """
+    if of == BY_TIME:
+        return (*at, None if v is None or v != v else v)
     if v is None or v != v:
         return math.nan
     if of == SQUARE:  # integers exact, others as doubles (``aggtypes.input_type``)
@@ -134,6 +142,11 @@ def _root(v: float | None) -> float | None:
     return None if v is None else math.sqrt(v)
 
 
+def _timed_value(t: tuple | None) -> object:
+    """The value of a by-time input's min or max (None: no row)."""
+    return None if t is None else t[-1]
+
+
 # How the values read give the result (Spark SQL's twin: ``spark/aggtypes.result_expr``, the same arithmetic).
 FINISH: dict[str, Callable[..., object]] = {
     "value": lambda v: v,
@@ -142,6 +155,7 @@ FINISH: dict[str, Callable[..., object]] = {
     "var_pop": lambda n, s, q: _variance(n, s, q, sample=False),
     "stddev_samp": lambda n, s, q: _root(_variance(n, s, q, sample=True)),
     "stddev_pop": lambda n, s, q: _root(_variance(n, s, q, sample=False)),
+    "timed_value": _timed_value,
 }
 _MOMENTS = (Read(NONNULL), Read(SUM), Read(SUM, SQUARE))  # n, Σx, Σx²: all merge by sum, so retractions undo them
 
@@ -153,6 +167,9 @@ OUTPUTS: dict[str, Output] = {
     "avg": Output((Read(SUM), Read(NONNULL)), "ratio"),
     "count_if": Output((Read(NONNULL, TRUE),)),
     **{f: Output(_MOMENTS, f) for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")},
+    # The value of the row first (last) by (event time, arrival): the min (max) of the by-time input.
+    "first_by_time": Output((Read(MIN, BY_TIME),), "timed_value"),
+    "last_by_time": Output((Read(MAX, BY_TIME),), "timed_value"),
 }
 
 

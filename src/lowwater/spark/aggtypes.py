@@ -33,7 +33,11 @@ A value input other than the column itself (``core/partials.INPUTS``) is
 computed where a row is read (:func:`arrow_input`, :func:`input_expr`) and
 typed by :func:`input_type`: squares of integers bigint, other squares double,
 a boolean's true values 1. ``count_if`` is bigint; the variances and standard
-deviations are doubles.
+deviations are doubles. A by-time input is the struct ``(e, b, s, m, v)``: the
+row's event µs, its arrival order (the step, then ``_seq``, ``_seq_minor``
+within it) and its value as it travels; Spark SQL orders structs field by field, so its ``min``/``max``
+(``first_by_time``/``last_by_time``) is the row first/last by event time, ties
+broken by arrival, and the result is ``v`` in the column's type.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.core.partials import COLUMN, MIN, OUTPUTS, SQUARE, TRUE, Field, Read, layout
+from lowwater.core.partials import BY_TIME, COLUMN, MIN, OUTPUTS, SQUARE, TRUE, Field, Read, layout
 
 SUM_OVERFLOW = "lowwater: sum overflow"  # the CLI turns an error starting so into its one line
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -111,6 +115,8 @@ def field_type(field: Field, dt: T.DataType) -> T.DataType:
     """The type of a partial field of a value column of type ``dt`` (counts are bigint)."""
     if field.counts:
         return T.LongType()
+    if isinstance(dt, T.StructType):  # a by-time input: its min/max is the struct, its sum stays null
+        return T.LongType() if field.fold == "sum" else dt
     kind = value_kind(dt)
     if field.fold == "sum":
         return sum_type(dt) if kind in NUMBER_KINDS else T.LongType()  # null for a non-number
@@ -152,6 +158,10 @@ def result_expr(func: str, dt: T.DataType, col: Callable[..., Column]) -> Column
         if one.field.counts or value_kind(dt) in NUMBER_KINDS:
             return value.cast(field_type(one.field, dt))
         return _decoded(value, dt)
+    if out.finish == "timed_value":
+        (one,) = out.reads
+        value = read(one).getField("v")
+        return value.cast(field_type(MIN, dt)) if value_kind(dt) in NUMBER_KINDS else _decoded(value, dt)
     if out.finish == "ratio":
         value, per = (read(r) for r in out.reads)
         # Null when ``per`` is 0, whatever ``value`` is: reconcile's expected value of a window whose rows were all
@@ -175,11 +185,25 @@ def input_type(dt: T.DataType, of: str) -> T.DataType:
         return T.LongType() if value_kind(dt) == "int" else T.DoubleType()
     if of == TRUE:
         return T.LongType()
+    if of == BY_TIME:
+        return by_time_type(dt)
     return dt
 
 
+def by_time_type(dt: T.DataType) -> T.StructType:
+    """The by-time input of a column of type ``dt``: (event µs, step, arrival order in it, minor order, value)."""
+    return T.StructType([*[T.StructField(c, T.LongType()) for c in "ebsm"], T.StructField("v", value_cast(dt))])
+
+
 def input_expr(col: Column, dt: T.DataType, of: str = COLUMN) -> Column:
-    """A value input of a column as it travels (:func:`value_expr` of :func:`input_type`), in Spark SQL."""
+    """A value input of a column as it travels (:func:`value_expr` of :func:`input_type`), in Spark SQL.
+
+    A by-time input needs the row's arrival order, which only the windowed executors have: refused here
+    (sessions and reconcile refuse ``first_by_time``/``last_by_time`` before this is reached).
+    """
+    if of == BY_TIME:
+        msg = "first_by_time/last_by_time are kept by the windowed operator only"
+        raise ValueError(msg)
     if of == SQUARE:
         v = col.cast(input_type(dt, of))
         return v * v
@@ -188,8 +212,15 @@ def input_expr(col: Column, dt: T.DataType, of: str = COLUMN) -> Column:
     return value_expr(col, dt)
 
 
-def arrow_input(col: pa.ChunkedArray | pa.Array, dt: T.DataType, of: str = COLUMN) -> pa.Array:
-    """:func:`input_expr` in Arrow, for the executors (an integer square past a bigint fails the step)."""
+def arrow_input(col: pa.ChunkedArray | pa.Array, dt: T.DataType, of: str = COLUMN,
+                at: tuple[np.ndarray, ...] = ()) -> pa.Array:
+    """:func:`input_expr` in Arrow, for the executors (an integer square past a bigint fails the step).
+
+    ``at``: the rows' (event µs, step, ``_seq``, ``_seq_minor``), which a by-time input carries.
+    """
+    if of == BY_TIME:
+        parts = [pa.array(a, pa.int64()) for a in at]
+        return pa.StructArray.from_arrays([*parts, arrow_values(col, dt)], names=[*"ebsm", "v"])
     if of == SQUARE:
         v = arrow_values(col, dt)
         if value_kind(dt) != "int":

@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config import PipelineConfig
 from lowwater.core.lateness import Lateness, classify, row_verdicts
-from lowwater.core.partials import ROWS, SUM, VALUE_FIELDS
+from lowwater.core.partials import BY_TIME, MAX, MIN, NONNULL, ROWS, SUM, VALUE_FIELDS
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
 from lowwater.spark.aggtypes import SUM_OVERFLOW, arrow_input, summed, value_kind
@@ -100,15 +100,32 @@ def contrib_schema(layout: StateLayout, payload: list[T.StructField] | None) -> 
     return T.StructType(fields)
 
 
+def _time_ranks(allon: pa.Table, timed: list[int]) -> tuple[pa.Table, np.ndarray | None]:
+    """Each pair's place in (event, arrival) order as ``_rank`` (Arrow has no min/max of a struct): the by-time
+    inputs' min/max per group are the pairs of the group's min/max rank. Returns the table and the ordering."""
+    if not timed:
+        return allon, None
+    by = allon.column(f"_v{timed[0]}").combine_chunks()  # every by-time input of a row has its (e, s, m)
+    order = pc.sort_indices(pa.table({c: by.field(c) for c in "ebsm"}),
+                            sort_keys=[(c, "ascending") for c in "ebsm"]).to_numpy()
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    return allon.append_column("_rank", pa.array(rank)), order
+
+
 def _fold_on_time(
     allon: pa.Table, group_cols: list[str], values: list[str], value_types: list, adds: list[bool],
-    checked: list[int],
+    checked: list[int], timed: list[int],
 ) -> tuple[dict[str, pa.Array], int]:
     """A task's on-time pairs folded into one partial per (key, window): the ``_kind = "P"`` rows."""
     # Each field folds the values as ``core/partials.py`` says (its ``fold`` is Arrow's name).
+    allon, order = _time_ranks(allon, timed)
     aggs: list[tuple] = [([], ROWS.fold)]
+    if timed:
+        aggs += [("_rank", "min"), ("_rank", "max")]
     for j in range(len(values)):
-        aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS if adds[j] or f is not SUM]
+        if j not in timed:
+            aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS if adds[j] or f is not SUM]
     for j in checked:  # the same sum in doubles: Arrow's int64 and decimal sums wrap around unchecked
         allon = allon.append_column(f"_d{j}", pc.cast(allon.column(f"_v{j}"), pa.float64(), safe=False))
         aggs.append((f"_d{j}", "sum"))
@@ -118,6 +135,12 @@ def _fold_on_time(
     out: dict[str, pa.Array] = {c: g.column(c).combine_chunks() for c in group_cols}
     out[ROWS.column()] = g.column(ROWS.fold).combine_chunks()
     for j in range(len(values)):
+        if j in timed:  # a by-time input is never null: its non-null count is the rows
+            v = allon.column(f"_v{j}").combine_chunks()
+            out[NONNULL.column(j)] = out[ROWS.column()]
+            for f, end in ((MIN, "min"), (MAX, "max")):
+                out[f.column(j)] = v.take(pa.array(order[g.column(f"_rank_{end}").to_numpy()]))
+            continue
         for f in VALUE_FIELDS:
             if adds[j] or f is not SUM:  # a non-number's sum is left null (``shaped``)
                 out[f.column(j)] = g.column(f"_v{j}_{f.fold}").combine_chunks()
@@ -136,8 +159,13 @@ def make_contribute(
     payload: list[str] | None,
     has_arrival: bool,
     out_schema: T.StructType,
+    step: int = 0,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Build the ``mapInArrow`` function (a closure that pickles to the executors)."""
+    """Build the ``mapInArrow`` function (a closure that pickles to the executors).
+
+    ``step``: the step's number, the first part of a row's arrival order in a by-time input (``_seq`` is the
+    order within the step).
+    """
     keys = list(layout.keys)
     values = list(layout.values)
     group_cols = [*keys, "window_start", "window_end"]
@@ -167,6 +195,7 @@ def make_contribute(
         return out
 
     checked = [j for j, t in enumerate(value_types) if value_kind(t) in ("int", "decimal")]  # Arrow's sums wrap
+    timed = [j for j, of in enumerate(inputs) if of == BY_TIME]
     adds = [summed(t) for t in value_types]
 
     def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -187,8 +216,9 @@ def make_contribute(
             cols: dict[str, pa.Array] = {k: b.column(k).take(take) for k in keys}
             cols["window_start"] = pa.array(pairs.start)
             cols["window_end"] = pa.array(pairs.end)
+            at = (event, np.full(b.num_rows, step, np.int64), seq, minor)  # a by-time input's (event, arrival)
             for j, v in enumerate(values):  # int64, decimal or float64 (NaN -> null): spark/aggtypes.py
-                cols[f"_v{j}"] = arrow_input(b.column(v), column_types[j], inputs[j]).take(take)
+                cols[f"_v{j}"] = arrow_input(b.column(v), column_types[j], inputs[j], at).take(take)
             on = verdict == Lateness.ON_TIME
             if on.any():
                 mask = pa.array(on)
@@ -210,7 +240,8 @@ def make_contribute(
                         part[PAYLOAD + c] = b.column(c).take(rows)
                 other.append(shaped(part, len(sel)))
         if on_tables:
-            yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, labels, value_types, adds, checked))
+            yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, labels, value_types, adds, checked,
+                                        timed))
         yield from other
         if row_counts.any():
             yield shaped({"_kind": pa.array(["A"] * 3, pa.string()), "_w": pa.array(np.arange(3, dtype=np.int64)),
