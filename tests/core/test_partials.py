@@ -76,7 +76,9 @@ def test_every_aggregate_function_reads_the_layout():
         "count_if": ([("nonnull", "true")], "value"),
         **{f: ([("nonnull", ""), ("sum", ""), ("sum", "square")], f)
            for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")},
-        "first_by_time": ([("min", "by_time")], "timed_value"), "last_by_time": ([("max", "by_time")], "timed_value")}
+        "first_by_time": ([("min", "by_time")], "timed_value"), "last_by_time": ([("max", "by_time")], "timed_value"),
+        "count_distinct": ([("sum", "set")], "size"), "collect_set": ([("sum", "set")], "collected"),
+        "collect_list": ([("sum", "list")], "collected")}
 
 
 @given(rs=rows)

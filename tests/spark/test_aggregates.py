@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pandas as pd
 import pytest
 from pyspark.sql import functions as F
@@ -30,10 +31,20 @@ SPARK = {"ok": ("count_if", "flag"), "sd": ("stddev", "amount"), "sdp": ("stddev
          "v": ("variance", "qty"), "vp": ("var_pop", "qty"), "sdd": ("std", "price"), "total": ("sum", "amount")}
 # first/last by event time (tumbling only: sessions refuse them), against Spark's min_by/max_by ordered by
 # (event time, arrival): the same tie-break; the value of the first row may be null, as min_by's.
+# Collections likewise: Spark's count_distinct, collect_set sorted (ours is), collect_list by (event, arrival).
 TIMED = {**AGGS, "f": "first_by_time(amount)", "l": "last_by_time(qty)", "fp": "first_by_time(price)",
-         "lf": "last_by_time(flag)"}
+         "lf": "last_by_time(flag)", "nd": "count_distinct(qty)", "cs": "collect_set(qty)",
+         "cl": "collect_list(amount)"}
+
+
+def _in_order(c: str):  # noqa: ANN202 - a Column
+    entries = F.collect_list(F.when(F.col(c).isNotNull(), F.struct("event_time", "offset", F.col(c).alias("v"))))
+    return F.transform(F.array_sort(entries), lambda x: x.getField("v"))
+
+
 SPARK_TIMED = {**SPARK, "f": ("min_by", "amount"), "l": ("max_by", "qty"), "fp": ("min_by", "price"),
-               "lf": ("max_by", "flag")}
+               "lf": ("max_by", "flag"), "nd": ("count_distinct", "qty"),
+               "cs": lambda: F.array_sort(F.collect_set("qty")), "cl": lambda: _in_order("amount")}
 COUNTS = ("ok",)
 CUTS = [23, 40, 41]
 
@@ -68,16 +79,18 @@ def _batch(spark, landing, session: bool, funcs: dict = SPARK) -> dict[tuple, di
     assert df.count() == len(ROWS)
     win = F.session_window("ts", "5 seconds") if session else F.window("ts", "10 seconds")
     arrival = F.struct("event_time", "offset")  # one partition: its offsets are the arrival order
-    aggs = [(getattr(F, f)(c, arrival) if f.endswith("_by") else getattr(F, f)(c)).alias(n)
-            for n, (f, c) in funcs.items()]
+    aggs = [(how() if callable(how) else getattr(F, how[0])(how[1], arrival) if how[0].endswith("_by")
+             else getattr(F, how[0])(how[1])).alias(n) for n, how in funcs.items()]
     got = df.groupBy("key", win.alias("w")).agg(*aggs).collect()
     return {(r["key"], r["w"].start.timestamp(), r["w"].end.timestamp()): {n: r[n] for n in funcs} for r in got}
 
 
 def _same(got: dict, want: dict) -> None:
     for name, w in want.items():
-        g = None if pd.isna(got[name]) else got[name]  # pandas reads a null double as NaN
-        if name in COUNTS or w is None or isinstance(w, bool):
+        g = _none(got[name])  # pandas reads a null double as NaN
+        if isinstance(w, list):  # a collection: the same values in the same order
+            assert g == w, (name, got, want)
+        elif name in COUNTS or w is None or isinstance(w, bool):
             assert g == w, (name, got, want)
         else:
             assert g is not None and math.isclose(float(g), float(w), rel_tol=1e-9, abs_tol=1e-9), (name, got, want)
@@ -106,12 +119,15 @@ def _retracted(results: pd.DataFrame, names: dict = AGGS) -> dict[tuple, dict]:
         assert sign.sum() == 1, g
         value = {n: shown.iloc[-1][n] for n in names}
         value["ok"] = int((sign * g["ok"]).sum())
+        value = {n: _none(v) if n in ("cs", "cl") else v for n, v in value.items()}
         value["total"] = float((sign * g["total"].fillna(0)).sum()) if shown.iloc[-1]["total"] is not None else None
         out[(key, ws, we)] = value
     return out
 
 
 def _none(v: object) -> object:
+    if isinstance(v, (list, np.ndarray)):
+        return [x.item() if isinstance(x, np.generic) else x for x in v]
     return None if pd.isna(v) else v
 
 

@@ -7,7 +7,9 @@ variances and standard deviations (``stddev``, ``std``, ``stddev_samp``,
 ``stddev_pop``, ``variance``, ``var_samp``, ``var_pop``) of one column, and
 ``F.min_by(col, ts)``/``F.max_by(col, ts)`` ordered by the stream's event-time
 column, kept as ``first_by_time(col)``/``last_by_time(col)`` (ties of event time
-broken by arrival order, so every cut gives one answer).
+broken by arrival order, so every cut gives one answer), ``F.count_distinct``
+(``countDistinct``) of one column, ``F.collect_set`` and ``F.collect_list``
+(bounded: ``partials.COLLECTION_LIMIT`` values per window).
 Anything else (an expression inside, a distinct count, a percentile,
 ``first``) is refused in one line naming the argument and saying why
 (:data:`WHY`), rather than computed some other way.
@@ -27,7 +29,7 @@ from lowwater.core.aggregates import FUNCTIONS, AggSpec
 
 _COLUMN_TEXT = re.compile(r"^Column<'(.*)'>$", re.S)
 SUPPORTED = ", ".join(f"F.{f}(\"col\")" for f in FUNCTIONS)
-NOT_YET = "distinct counts, percentiles and collect_list/set are not supported yet"
+NOT_YET = "approximate distinct counts and percentiles are not supported yet"
 _BY = re.compile(r"^\s*(min_by|max_by)\s*\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*,\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\)\s*$", re.I)
 _BY_TIME = {"min_by": "first_by_time", "max_by": "last_by_time"}
 _UNBOUNDED = "it needs every value of the window, which no bounded partial holds"
@@ -45,8 +47,6 @@ WHY = {
     "approx_count_distinct": f"an approximate distinct count (an HLL sketch) is {_NEXT}",
     "percentile_approx": f"an approximate percentile (a quantile sketch) is {_NEXT}",
     "approx_percentile": f"an approximate percentile (a quantile sketch) is {_NEXT}",
-    "collect_list": f"collect_list is {_NEXT}",
-    "collect_set": f"collect_set is {_NEXT}",
     "skewness": "it needs the third moment, which the partial does not keep",
     "kurtosis": "it needs the fourth moment, which the partial does not keep",
 }
@@ -106,6 +106,8 @@ def _column_sql(arg: str, col: Any) -> str:  # noqa: ANN401
     if node is not None:
         kind = node.getClass().getSimpleName()
         sql = str(node.sql())
+        if kind == "UnresolvedFunction" and bool(node.isDistinct()) and re.match(r"^count\(", sql, re.I):
+            return f"count_distinct({sql.split('(', 1)[1]}"  # count(DISTINCT c): its text is count(c)
         if kind == "UnresolvedFunction" and bool(node.isDistinct()):
             msg = f"{arg}: {_distinct(sql, node)} is not an aggregate lowwater keeps exactly ({NOT_YET})"
             raise ValueError(msg)

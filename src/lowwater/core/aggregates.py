@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from lowwater.core.partials import COLUMN, OUTPUTS
 
-FUNCTIONS = tuple(OUTPUTS)  # count, sum, min, max, avg, count_if, the variances, first_by_time, last_by_time
+FUNCTIONS = tuple(OUTPUTS)  # count, sum, min, max, avg, count_if, the variances, first/last_by_time, collections
 # Spark SQL's other names of the same aggregates (``stddev`` and ``variance`` are the sample ones, as in Spark).
 ALIASES = {"stddev": "stddev_samp", "std": "stddev_samp", "variance": "var_samp"}
 _NAMES = sorted([*FUNCTIONS, *ALIASES], key=len, reverse=True)
@@ -57,6 +57,7 @@ class AggSpec:
 NUMERIC, ORDERED, ANY, BOOLEAN = "numeric", "ordered", "any", "boolean"
 NEEDS = {"count": ANY, "sum": NUMERIC, "avg": NUMERIC, "min": ORDERED, "max": ORDERED, "count_if": BOOLEAN,
          "first_by_time": ORDERED, "last_by_time": ORDERED,  # a value that travels as itself (``aggtypes``)
+         "count_distinct": ORDERED, "collect_set": ORDERED, "collect_list": ORDERED,
          **dict.fromkeys(("var_samp", "var_pop", "stddev_samp", "stddev_pop"), NUMERIC)}
 _TAKES = {NUMERIC: {NUMERIC}, ORDERED: {NUMERIC, ORDERED}, ANY: {NUMERIC, ORDERED, ANY}}
 _NEED_TEXT = {NUMERIC: "a number", ORDERED: "a number, string, date, timestamp or boolean", BOOLEAN: "a boolean"}
@@ -92,6 +93,7 @@ def type_problem(spec: AggSpec, type_name: str) -> str | None:
 
 
 BY_TIME_FUNCS = ("first_by_time", "last_by_time")
+COLLECTIONS = ("count_distinct", "collect_set", "collect_list")
 
 
 def windowed_only(specs: tuple[AggSpec, ...] | list[AggSpec], where: str) -> str | None:
@@ -104,6 +106,9 @@ def windowed_only(specs: tuple[AggSpec, ...] | list[AggSpec], where: str) -> str
         if s.func in BY_TIME_FUNCS:
             return (f"{s.name} = {s.func}({s.column}): {where} do not keep a row's arrival order, which breaks "
                     "ties of event time, so first/last by event time is kept by tumbling and hopping windows only")
+        if s.func in COLLECTIONS:
+            return (f"{s.name} = {s.func}({s.column}): {where} do not keep a collection's values in their state "
+                    "yet, so distinct counts and collections are kept by tumbling and hopping windows only")
     return None
 
 

@@ -21,6 +21,8 @@ ratio of two (``avg = sum / non-null``)::
     avg(c)   = sum / nonnull            (and a window's ``count`` column = rows)
     count_if(c) = nonnull of "c true"   var/stddev(c) from nonnull, sum of c, sum of "c squared"
     first_by_time(c) / last_by_time(c) = min / max of "(event, arrival, c)" (its value part)
+    count_distinct(c) / collect_set(c) = size / values of the sum ("union") of "c as a set"
+    collect_list(c) = values of the sum ("merge in order") of "(event, arrival, c) as a list"
 
 An aggregate is one entry of :data:`OUTPUTS`: the fields it reads and how they
 finish (:data:`FINISH`; ADR 0034).
@@ -87,7 +89,54 @@ WIDTH = len(VALUE_FIELDS)
 # A by-time input is the tuple (event µs, arrival order, minor arrival order, value): never null (a null value is
 # kept inside), its min the row first by event time and its max the last, ties broken by arrival (ADR 0034).
 COLUMN, SQUARE, TRUE, BY_TIME = "", "square", "true", "by_time"
-INPUTS = (COLUMN, SQUARE, TRUE, BY_TIME)
+# A collection input keeps its values in its *sum* field, where "adding" is a set union (SET: distinct values,
+# sorted) or a merge of (event, arrival, value) entries in their order (LIST); nulls are skipped, as Spark's.
+SET, LIST = "set", "list"
+INPUTS = (COLUMN, SQUARE, TRUE, BY_TIME, SET, LIST)
+COLLECTION_LIMIT = 10_000  # values one window's collection may hold (ADR 0034)
+COLLECTION_OVER = "lowwater: collection over its bound"  # the CLI turns an error starting so into its one line
+
+
+class Collection:
+    """The values of a :data:`SET` or :data:`LIST` input: ``+`` merges two (the ``sum`` field's merge)."""
+
+    __slots__ = ("items", "unique")
+
+    def __init__(self, items: tuple, unique: bool) -> None:
+        self.items, self.unique = items, unique
+
+    def __add__(self, other: object) -> Collection:
+        if not isinstance(other, Collection):
+            return self  # 0 + c: a sum starts from 0
+        merged_ = set(self.items) | set(other.items) if self.unique else [*self.items, *other.items]
+        items = tuple(sorted(merged_, key=_order_key))
+        if len(items) > COLLECTION_LIMIT:
+            msg = f"{COLLECTION_OVER}: one window's collection holds more than {COLLECTION_LIMIT} values"
+            raise OverflowError(msg)
+        return Collection(items, self.unique)
+
+    __radd__ = __add__
+
+    def __lt__(self, other: object) -> bool:  # its min/max fields are never read
+        return False
+
+    __gt__ = __lt__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Collection) and (self.items, self.unique) == (other.items, other.unique)
+
+    def __hash__(self) -> int:
+        return hash(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def values(self) -> list:
+        return [x[-1] for x in self.items] if not self.unique else list(self.items)
+
+
+def _order_key(x: object) -> object:
+    return x
 
 
 def input_value(v: object, of: str, at: tuple[int, ...] = ()) -> object:
@@ -99,6 +148,10 @@ def input_value(v: object, of: str, at: tuple[int, ...] = ()) -> object:
         return (*at, None if v is None or v != v else v)
     if v is None or v != v:
         return math.nan
+    if of == SET:
+        return Collection((v,), unique=True)
+    if of == LIST:
+        return Collection(((*at, v),), unique=False)
     if of == SQUARE:  # integers exact, others as doubles (``aggtypes.input_type``)
         return v * v if isinstance(v, int) else float(v) * float(v)  # type: ignore[arg-type]
     if of == TRUE:
@@ -147,6 +200,14 @@ def _timed_value(t: tuple | None) -> object:
     return None if t is None else t[-1]
 
 
+def _size(c: Collection | None) -> int:
+    return 0 if c is None else len(c)
+
+
+def _collected(c: Collection | None) -> list:
+    return [] if c is None else c.values()
+
+
 # How the values read give the result (Spark SQL's twin: ``spark/aggtypes.result_expr``, the same arithmetic).
 FINISH: dict[str, Callable[..., object]] = {
     "value": lambda v: v,
@@ -156,6 +217,8 @@ FINISH: dict[str, Callable[..., object]] = {
     "stddev_samp": lambda n, s, q: _root(_variance(n, s, q, sample=True)),
     "stddev_pop": lambda n, s, q: _root(_variance(n, s, q, sample=False)),
     "timed_value": _timed_value,
+    "size": _size,
+    "collected": _collected,
 }
 _MOMENTS = (Read(NONNULL), Read(SUM), Read(SUM, SQUARE))  # n, Σx, Σx²: all merge by sum, so retractions undo them
 
@@ -170,6 +233,10 @@ OUTPUTS: dict[str, Output] = {
     # The value of the row first (last) by (event time, arrival): the min (max) of the by-time input.
     "first_by_time": Output((Read(MIN, BY_TIME),), "timed_value"),
     "last_by_time": Output((Read(MAX, BY_TIME),), "timed_value"),
+    # Distinct values (sorted) and every value in (event time, arrival) order, bounded (COLLECTION_LIMIT).
+    "count_distinct": Output((Read(SUM, SET),), "size"),
+    "collect_set": Output((Read(SUM, SET),), "collected"),
+    "collect_list": Output((Read(SUM, LIST),), "collected"),
 }
 
 

@@ -38,6 +38,12 @@ row's event µs, its arrival order (the step, then ``_seq``, ``_seq_minor``
 within it) and its value as it travels; Spark SQL orders structs field by field, so its ``min``/``max``
 (``first_by_time``/``last_by_time``) is the row first/last by event time, ties
 broken by arrival, and the result is ``v`` in the column's type.
+
+A collection input (``count_distinct``, ``collect_set``, ``collect_list``)
+keeps an array in its sum field: the distinct values as they travel, sorted
+(a set), or the by-time structs sorted (a list, so in event-time order);
+:func:`collection_merge` merges two, bounded by ``partials.COLLECTION_LIMIT``
+values (past it the step fails with one line). Its min/max fields stay null.
 """
 
 from __future__ import annotations
@@ -52,7 +58,21 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.core.partials import BY_TIME, COLUMN, MIN, OUTPUTS, SQUARE, TRUE, Field, Read, layout
+from lowwater.core.partials import (
+    BY_TIME,
+    COLLECTION_LIMIT,
+    COLLECTION_OVER,
+    COLUMN,
+    LIST,
+    MIN,
+    OUTPUTS,
+    SET,
+    SQUARE,
+    TRUE,
+    Field,
+    Read,
+    layout,
+)
 
 SUM_OVERFLOW = "lowwater: sum overflow"  # the CLI turns an error starting so into its one line
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -117,6 +137,8 @@ def field_type(field: Field, dt: T.DataType) -> T.DataType:
         return T.LongType()
     if isinstance(dt, T.StructType):  # a by-time input: its min/max is the struct, its sum stays null
         return T.LongType() if field.fold == "sum" else dt
+    if isinstance(dt, T.ArrayType):  # a collection input: the array is its sum, its min/max stay null
+        return dt if field.fold == "sum" else T.LongType()
     kind = value_kind(dt)
     if field.fold == "sum":
         return sum_type(dt) if kind in NUMBER_KINDS else T.LongType()  # null for a non-number
@@ -162,6 +184,17 @@ def result_expr(func: str, dt: T.DataType, col: Callable[..., Column]) -> Column
         (one,) = out.reads
         value = read(one).getField("v")
         return value.cast(field_type(MIN, dt)) if value_kind(dt) in NUMBER_KINDS else _decoded(value, dt)
+    if out.finish == "size":
+        (one,) = out.reads
+        return F.coalesce(F.size(read(one)), F.lit(0)).cast("long")
+    if out.finish == "collected":
+        (one,) = out.reads
+        arr = F.coalesce(read(one), F.array())
+        if one.of == LIST:
+            arr = F.transform(arr, lambda x: x.getField("v"))
+        if value_kind(dt) == "ordinal":
+            return F.transform(arr, lambda x: _decoded(x, dt))
+        return arr.cast(T.ArrayType(field_type(MIN, dt) if value_kind(dt) in NUMBER_KINDS else value_cast(dt)))
     if out.finish == "ratio":
         value, per = (read(r) for r in out.reads)
         # Null when ``per`` is 0, whatever ``value`` is: reconcile's expected value of a window whose rows were all
@@ -187,7 +220,23 @@ def input_type(dt: T.DataType, of: str) -> T.DataType:
         return T.LongType()
     if of == BY_TIME:
         return by_time_type(dt)
+    if of == SET:
+        return T.ArrayType(value_cast(dt))
+    if of == LIST:
+        return T.ArrayType(by_time_type(dt))
     return dt
+
+
+def collection_merge(arrays: Column, of: str) -> Column:
+    """The merge of a collection field over rows: ``arrays`` is ``collect_list`` of it (an array of arrays).
+
+    The union (a set) or every entry (a list), nulls dropped, sorted; past ``COLLECTION_LIMIT`` values the
+    step fails with one line (``raise_error``), never a silently cut collection.
+    """
+    flat = F.filter(F.flatten(arrays), lambda x: x.isNotNull())
+    merged = F.array_sort(F.array_distinct(flat) if of == SET else flat)
+    msg = f"{COLLECTION_OVER}: one window's collection holds more than {COLLECTION_LIMIT} values"
+    return F.when(F.size(merged) > F.lit(COLLECTION_LIMIT), F.raise_error(F.lit(msg))).otherwise(merged)
 
 
 def by_time_type(dt: T.DataType) -> T.StructType:
@@ -201,8 +250,8 @@ def input_expr(col: Column, dt: T.DataType, of: str = COLUMN) -> Column:
     A by-time input needs the row's arrival order, which only the windowed executors have: refused here
     (sessions and reconcile refuse ``first_by_time``/``last_by_time`` before this is reached).
     """
-    if of == BY_TIME:
-        msg = "first_by_time/last_by_time are kept by the windowed operator only"
+    if of in (BY_TIME, SET, LIST):
+        msg = "first/last by time and collections are kept by the windowed operator only"
         raise ValueError(msg)
     if of == SQUARE:
         v = col.cast(input_type(dt, of))
@@ -218,9 +267,13 @@ def arrow_input(col: pa.ChunkedArray | pa.Array, dt: T.DataType, of: str = COLUM
 
     ``at``: the rows' (event µs, step, ``_seq``, ``_seq_minor``), which a by-time input carries.
     """
-    if of == BY_TIME:
+    if of in (BY_TIME, LIST):
         parts = [pa.array(a, pa.int64()) for a in at]
-        return pa.StructArray.from_arrays([*parts, arrow_values(col, dt)], names=[*"ebsm", "v"])
+        v = arrow_values(col, dt)
+        mask = pc.is_null(v) if of == LIST else None  # a list's entry is null where its value is: skipped
+        return pa.StructArray.from_arrays([*parts, v], names=[*"ebsm", "v"], mask=mask)
+    if of == SET:
+        return arrow_values(col, dt)
     if of == SQUARE:
         v = arrow_values(col, dt)
         if value_kind(dt) != "int":

@@ -84,7 +84,7 @@ class _Panes:
             flat = [e.value.n, *[x for pane in emitted for x in pane[k].value.parts[1:]]]  # every input's partial
             values = [partials.output(a.func, flat, input_index(self.inputs, a)) for a in self.aggs]
             out.append((key, start / 1e6, end / 1e6, str(e.kind), e.revision, e.value.n,
-                        *[None if v is None else float(v) for v in values]))
+                        *[v if v is None or isinstance(v, list) else float(v) for v in values]))
         return out
 
     def admit(self, win: tuple, row: dict, at: tuple[int, int] = (0, 0)) -> None:

@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config import PipelineConfig
 from lowwater.core.lateness import Lateness, classify, row_verdicts
-from lowwater.core.partials import BY_TIME, MAX, MIN, NONNULL, ROWS, SUM, VALUE_FIELDS
+from lowwater.core.partials import BY_TIME, LIST, MAX, MIN, NONNULL, ROWS, SET, SUM, VALUE_FIELDS
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
 from lowwater.spark.aggtypes import SUM_OVERFLOW, arrow_input, summed, value_kind
@@ -113,9 +113,17 @@ def _time_ranks(allon: pa.Table, timed: list[int]) -> tuple[pa.Table, np.ndarray
     return allon.append_column("_rank", pa.array(rank)), order
 
 
+def _collected(g: pa.Table, allon: pa.Table, j: int, of: str) -> pa.Array:
+    """A collection input's values per group, as a list (Spark's merge drops nulls, dedupes and sorts them)."""
+    if of == SET:
+        return g.column(f"_v{j}_distinct").combine_chunks()
+    idx = g.column("_idx_list").combine_chunks()  # Arrow has no list of a struct: the pairs' places, then take
+    return pa.ListArray.from_arrays(idx.offsets, allon.column(f"_v{j}").combine_chunks().take(idx.flatten()))
+
+
 def _fold_on_time(
     allon: pa.Table, group_cols: list[str], values: list[str], value_types: list, adds: list[bool],
-    checked: list[int], timed: list[int],
+    checked: list[int], timed: list[int], kept: dict[int, str],
 ) -> tuple[dict[str, pa.Array], int]:
     """A task's on-time pairs folded into one partial per (key, window): the ``_kind = "P"`` rows."""
     # Each field folds the values as ``core/partials.py`` says (its ``fold`` is Arrow's name).
@@ -123,8 +131,16 @@ def _fold_on_time(
     aggs: list[tuple] = [([], ROWS.fold)]
     if timed:
         aggs += [("_rank", "min"), ("_rank", "max")]
+    if LIST in kept.values():
+        allon = allon.append_column("_idx", pa.array(np.arange(allon.num_rows, dtype=np.int64)))
+        aggs.append(("_idx", "list"))
+    for j, of in kept.items():  # a collection: its values (``_collected``) and how many are not null
+        allon = allon.append_column(f"_c{j}", pc.cast(pc.is_valid(allon.column(f"_v{j}")), pa.int64()))
+        aggs.append((f"_c{j}", "sum"))
+        if of == SET:
+            aggs.append((f"_v{j}", "distinct"))
     for j in range(len(values)):
-        if j not in timed:
+        if j not in timed and j not in kept:
             aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS if adds[j] or f is not SUM]
     for j in checked:  # the same sum in doubles: Arrow's int64 and decimal sums wrap around unchecked
         allon = allon.append_column(f"_d{j}", pc.cast(allon.column(f"_v{j}"), pa.float64(), safe=False))
@@ -135,6 +151,10 @@ def _fold_on_time(
     out: dict[str, pa.Array] = {c: g.column(c).combine_chunks() for c in group_cols}
     out[ROWS.column()] = g.column(ROWS.fold).combine_chunks()
     for j in range(len(values)):
+        if j in kept:
+            out[SUM.column(j)] = _collected(g, allon, j, kept[j])
+            out[NONNULL.column(j)] = g.column(f"_c{j}_sum").combine_chunks()
+            continue
         if j in timed:  # a by-time input is never null: its non-null count is the rows
             v = allon.column(f"_v{j}").combine_chunks()
             out[NONNULL.column(j)] = out[ROWS.column()]
@@ -190,12 +210,16 @@ def make_contribute(
             v = part[f"_v{j}"]
             valid = pc.cast(pc.is_valid(v), pa.int64())
             out.update({f.column(j): valid if f.counts else v for f in VALUE_FIELDS})
-            if not adds[j]:  # a string or date has no sum (spark/aggtypes.py)
+            if j in kept:  # a collection of the one value (null: dropped by the merge); no min/max
+                out[SUM.column(j)] = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), v)
+                out[MIN.column(j)] = out[MAX.column(j)] = pa.nulls(n, pa.int64())
+            elif not adds[j]:  # a string or date has no sum (spark/aggtypes.py)
                 out[SUM.column(j)] = pa.nulls(n, pa.int64())
         return out
 
     checked = [j for j, t in enumerate(value_types) if value_kind(t) in ("int", "decimal")]  # Arrow's sums wrap
     timed = [j for j, of in enumerate(inputs) if of == BY_TIME]
+    kept = {j: of for j, of in enumerate(inputs) if of in (SET, LIST)}
     adds = [summed(t) for t in value_types]
 
     def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -241,7 +265,7 @@ def make_contribute(
                 other.append(shaped(part, len(sel)))
         if on_tables:
             yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, labels, value_types, adds, checked,
-                                        timed))
+                                        timed, kept))
         yield from other
         if row_counts.any():
             yield shaped({"_kind": pa.array(["A"] * 3, pa.string()), "_w": pa.array(np.arange(3, dtype=np.int64)),
