@@ -78,7 +78,7 @@ def test_every_aggregate_function_reads_the_layout():
            for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")},
         "first_by_time": ([("min", "by_time")], "timed_value"), "last_by_time": ([("max", "by_time")], "timed_value"),
         "count_distinct": ([("sum", "set")], "size"), "collect_set": ([("sum", "set")], "collected"),
-        "collect_list": ([("sum", "list")], "collected")}
+        "collect_list": ([("sum", "list")], "collected"), "approx_count_distinct": ([("sum", "hll")], "estimate")}
 
 
 @given(rs=rows)

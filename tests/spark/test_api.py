@@ -158,7 +158,7 @@ def test_spark_column_aggregates_map_to_lowwater_aggregates_or_are_refused_in_on
     # What cannot be merged, or is not kept yet, says why in its one line.
     why = [(F.median("amount"), "needs every value of the window"), (F.mode("amount"), "needs every value"),
            (F.first("amount"), "order rows reach a task"), (F.percentile_approx("amount", 0.5), "quantile sketch"),
-           (F.approx_count_distinct("amount"), "HLL sketch"), (F.skewness("amount"), "third moment")]
+           (F.approx_count_distinct("amount", 0.01), "HLL sketch"), (F.skewness("amount"), "third moment")]
     for col, reason in why:
         msg = str(pytest.raises(ValueError, agg_text, "agg(x=...)", col).value)
         assert msg.startswith("agg(x=...): ") and "cannot be kept as a mergeable partial" in msg and reason in msg
@@ -168,7 +168,7 @@ def test_spark_column_aggregates_map_to_lowwater_aggregates_or_are_refused_in_on
         "sum_distinct": F.sum_distinct("amount"),
         "filtered": F.expr("sum(amount) FILTER (WHERE amount > 1)"),
         "expression": F.sum(F.col("amount") * 2),
-        "approx": F.approx_count_distinct("amount"),
+        "approx": F.approx_count_distinct("amount", 0.01),
         "first": F.first("amount"),
         "aliased": F.sum("amount").alias("t"),
         "star": F.count("*"),

@@ -57,7 +57,7 @@ class AggSpec:
 NUMERIC, ORDERED, ANY, BOOLEAN = "numeric", "ordered", "any", "boolean"
 NEEDS = {"count": ANY, "sum": NUMERIC, "avg": NUMERIC, "min": ORDERED, "max": ORDERED, "count_if": BOOLEAN,
          "first_by_time": ORDERED, "last_by_time": ORDERED,  # a value that travels as itself (``aggtypes``)
-         "count_distinct": ORDERED, "collect_set": ORDERED, "collect_list": ORDERED,
+         "count_distinct": ORDERED, "collect_set": ORDERED, "collect_list": ORDERED, "approx_count_distinct": ORDERED,
          **dict.fromkeys(("var_samp", "var_pop", "stddev_samp", "stddev_pop"), NUMERIC)}
 _TAKES = {NUMERIC: {NUMERIC}, ORDERED: {NUMERIC, ORDERED}, ANY: {NUMERIC, ORDERED, ANY}}
 _NEED_TEXT = {NUMERIC: "a number", ORDERED: "a number, string, date, timestamp or boolean", BOOLEAN: "a boolean"}
@@ -93,7 +93,7 @@ def type_problem(spec: AggSpec, type_name: str) -> str | None:
 
 
 BY_TIME_FUNCS = ("first_by_time", "last_by_time")
-COLLECTIONS = ("count_distinct", "collect_set", "collect_list")
+COLLECTIONS = ("count_distinct", "collect_set", "collect_list", "approx_count_distinct")
 
 
 def windowed_only(specs: tuple[AggSpec, ...] | list[AggSpec], where: str) -> str | None:

@@ -92,7 +92,10 @@ COLUMN, SQUARE, TRUE, BY_TIME = "", "square", "true", "by_time"
 # A collection input keeps its values in its *sum* field, where "adding" is a set union (SET: distinct values,
 # sorted) or a merge of (event, arrival, value) entries in their order (LIST); nulls are skipped, as Spark's.
 SET, LIST = "set", "list"
-INPUTS = (COLUMN, SQUARE, TRUE, BY_TIME, SET, LIST)
+# A sketch input keeps a DataSketches HLL sketch (its compact bytes on Spark) in its sum field, "added" by union.
+HLL = "hll"
+INPUTS = (COLUMN, SQUARE, TRUE, BY_TIME, SET, LIST, HLL)
+HLL_LG_K = 12  # Spark's hll_sketch_agg default: relative standard error about 1.6 % (ADR 0034)
 COLLECTION_LIMIT = 10_000  # values one window's collection may hold (ADR 0034)
 COLLECTION_OVER = "lowwater: collection over its bound"  # the CLI turns an error starting so into its one line
 
@@ -139,6 +142,53 @@ def _order_key(x: object) -> object:
     return x
 
 
+def _hll_key(v: object) -> object:
+    """What a value is hashed as: ints, floats and strings themselves; a Decimal as its text."""
+    return v if isinstance(v, (int, float, str)) else str(v)
+
+
+def hll_bytes(values: Iterable[object]) -> bytes:
+    """The compact HLL sketch (lg K :data:`HLL_LG_K`, HLL_4, as Spark's ``hll_sketch_agg``) of some values."""
+    import datasketches as ds
+
+    sk = ds.hll_sketch(HLL_LG_K, ds.tgt_hll_type.HLL_4)
+    for v in values:
+        if v is not None and v == v:
+            sk.update(_hll_key(v))
+    return sk.serialize_compact()
+
+
+class Sketch:
+    """An HLL sketch's compact bytes: ``+`` is the union (the sum field's merge of a :data:`HLL` input)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __add__(self, other: object) -> Sketch:
+        if not isinstance(other, Sketch):
+            return self  # 0 + s: a sum starts from 0
+        import datasketches as ds
+
+        u = ds.hll_union(HLL_LG_K)
+        u.update(ds.hll_sketch.deserialize(self.data))
+        u.update(ds.hll_sketch.deserialize(other.data))
+        return Sketch(u.get_result(ds.tgt_hll_type.HLL_4).serialize_compact())
+
+    __radd__ = __add__
+
+    def __lt__(self, other: object) -> bool:  # its min/max fields are never read
+        return False
+
+    __gt__ = __lt__
+
+    def estimate(self) -> int:
+        import datasketches as ds
+
+        return round(ds.hll_sketch.deserialize(self.data).get_estimate())
+
+
 def input_value(v: object, of: str, at: tuple[int, ...] = ()) -> object:
     """Value input ``of`` of one value ``v`` in Python (``NaN``: null): ``spark/aggtypes.input_expr``'s twin.
 
@@ -152,6 +202,8 @@ def input_value(v: object, of: str, at: tuple[int, ...] = ()) -> object:
         return Collection((v,), unique=True)
     if of == LIST:
         return Collection(((*at, v),), unique=False)
+    if of == HLL:
+        return Sketch(hll_bytes((v,)))
     if of == SQUARE:  # integers exact, others as doubles (``aggtypes.input_type``)
         return v * v if isinstance(v, int) else float(v) * float(v)  # type: ignore[arg-type]
     if of == TRUE:
@@ -208,6 +260,10 @@ def _collected(c: Collection | None) -> list:
     return [] if c is None else c.values()
 
 
+def _estimate(s: Sketch | None) -> int:
+    return 0 if s is None else s.estimate()
+
+
 # How the values read give the result (Spark SQL's twin: ``spark/aggtypes.result_expr``, the same arithmetic).
 FINISH: dict[str, Callable[..., object]] = {
     "value": lambda v: v,
@@ -219,6 +275,7 @@ FINISH: dict[str, Callable[..., object]] = {
     "timed_value": _timed_value,
     "size": _size,
     "collected": _collected,
+    "estimate": _estimate,
 }
 _MOMENTS = (Read(NONNULL), Read(SUM), Read(SUM, SQUARE))  # n, Σx, Σx²: all merge by sum, so retractions undo them
 
@@ -237,6 +294,8 @@ OUTPUTS: dict[str, Output] = {
     "count_distinct": Output((Read(SUM, SET),), "size"),
     "collect_set": Output((Read(SUM, SET),), "collected"),
     "collect_list": Output((Read(SUM, LIST),), "collected"),
+    # An HLL sketch's estimate (DataSketches, lg K 12: relative standard error about 1.6 %; exact while small).
+    "approx_count_distinct": Output((Read(SUM, HLL),), "estimate"),
 }
 
 

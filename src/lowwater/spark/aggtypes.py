@@ -44,6 +44,9 @@ keeps an array in its sum field: the distinct values as they travel, sorted
 (a set), or the by-time structs sorted (a list, so in event-time order);
 :func:`collection_merge` merges two, bounded by ``partials.COLLECTION_LIMIT``
 values (past it the step fails with one line). Its min/max fields stay null.
+A sketch input (``approx_count_distinct``) keeps the compact bytes of a
+DataSketches HLL sketch (built by ``partials.hll_bytes`` where rows are read),
+merged by Spark's ``hll_union_agg`` and read by ``hll_sketch_estimate``.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from lowwater.core.partials import (
     COLLECTION_LIMIT,
     COLLECTION_OVER,
     COLUMN,
+    HLL,
     LIST,
     MIN,
     OUTPUTS,
@@ -137,7 +141,7 @@ def field_type(field: Field, dt: T.DataType) -> T.DataType:
         return T.LongType()
     if isinstance(dt, T.StructType):  # a by-time input: its min/max is the struct, its sum stays null
         return T.LongType() if field.fold == "sum" else dt
-    if isinstance(dt, T.ArrayType):  # a collection input: the array is its sum, its min/max stay null
+    if isinstance(dt, (T.ArrayType, T.BinaryType)):  # a collection or sketch: its sum; min/max stay null
         return dt if field.fold == "sum" else T.LongType()
     kind = value_kind(dt)
     if field.fold == "sum":
@@ -187,6 +191,9 @@ def result_expr(func: str, dt: T.DataType, col: Callable[..., Column]) -> Column
     if out.finish == "size":
         (one,) = out.reads
         return F.coalesce(F.size(read(one)), F.lit(0)).cast("long")
+    if out.finish == "estimate":
+        (one,) = out.reads
+        return F.coalesce(F.hll_sketch_estimate(read(one)), F.lit(0)).cast("long")
     if out.finish == "collected":
         (one,) = out.reads
         arr = F.coalesce(read(one), F.array())
@@ -224,7 +231,14 @@ def input_type(dt: T.DataType, of: str) -> T.DataType:
         return T.ArrayType(value_cast(dt))
     if of == LIST:
         return T.ArrayType(by_time_type(dt))
+    if of == HLL:
+        return T.BinaryType()
     return dt
+
+
+def sketch_merge(col: Column) -> Column:
+    """The union of HLL sketches over rows (Spark's, lg K as the sketches': ``partials.HLL_LG_K``)."""
+    return F.hll_union_agg(col, True)
 
 
 def collection_merge(arrays: Column, of: str) -> Column:
@@ -250,7 +264,7 @@ def input_expr(col: Column, dt: T.DataType, of: str = COLUMN) -> Column:
     A by-time input needs the row's arrival order, which only the windowed executors have: refused here
     (sessions and reconcile refuse ``first_by_time``/``last_by_time`` before this is reached).
     """
-    if of in (BY_TIME, SET, LIST):
+    if of in (BY_TIME, SET, LIST, HLL):
         msg = "first/last by time and collections are kept by the windowed operator only"
         raise ValueError(msg)
     if of == SQUARE:
@@ -272,7 +286,7 @@ def arrow_input(col: pa.ChunkedArray | pa.Array, dt: T.DataType, of: str = COLUM
         v = arrow_values(col, dt)
         mask = pc.is_null(v) if of == LIST else None  # a list's entry is null where its value is: skipped
         return pa.StructArray.from_arrays([*parts, v], names=[*"ebsm", "v"], mask=mask)
-    if of == SET:
+    if of in (SET, HLL):  # the values: the fold takes their distinct values per group (and sketches them)
         return arrow_values(col, dt)
     if of == SQUARE:
         v = arrow_values(col, dt)

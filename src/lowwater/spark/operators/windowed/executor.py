@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config import PipelineConfig
 from lowwater.core.lateness import Lateness, classify, row_verdicts
-from lowwater.core.partials import BY_TIME, LIST, MAX, MIN, NONNULL, ROWS, SET, SUM, VALUE_FIELDS
+from lowwater.core.partials import BY_TIME, HLL, LIST, MAX, MIN, NONNULL, ROWS, SET, SUM, VALUE_FIELDS, hll_bytes
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
 from lowwater.spark.aggtypes import SUM_OVERFLOW, arrow_input, summed, value_kind
@@ -117,6 +117,8 @@ def _collected(g: pa.Table, allon: pa.Table, j: int, of: str) -> pa.Array:
     """A collection input's values per group, as a list (Spark's merge drops nulls, dedupes and sorts them)."""
     if of == SET:
         return g.column(f"_v{j}_distinct").combine_chunks()
+    if of == HLL:  # each group's distinct values, sketched (Spark's hll_union_agg merges the bytes)
+        return pa.array([hll_bytes(vs) for vs in g.column(f"_v{j}_distinct").to_pylist()], pa.binary())
     idx = g.column("_idx_list").combine_chunks()  # Arrow has no list of a struct: the pairs' places, then take
     return pa.ListArray.from_arrays(idx.offsets, allon.column(f"_v{j}").combine_chunks().take(idx.flatten()))
 
@@ -137,7 +139,7 @@ def _fold_on_time(
     for j, of in kept.items():  # a collection: its values (``_collected``) and how many are not null
         allon = allon.append_column(f"_c{j}", pc.cast(pc.is_valid(allon.column(f"_v{j}")), pa.int64()))
         aggs.append((f"_c{j}", "sum"))
-        if of == SET:
+        if of in (SET, HLL):
             aggs.append((f"_v{j}", "distinct"))
     for j in range(len(values)):
         if j not in timed and j not in kept:
@@ -210,7 +212,11 @@ def make_contribute(
             v = part[f"_v{j}"]
             valid = pc.cast(pc.is_valid(v), pa.int64())
             out.update({f.column(j): valid if f.counts else v for f in VALUE_FIELDS})
-            if j in kept:  # a collection of the one value (null: dropped by the merge); no min/max
+            if j in kept and kept[j] == HLL:  # the sketch of the one value (null: none)
+                out[SUM.column(j)] = pa.array([None if x is None else hll_bytes((x,)) for x in v.to_pylist()],
+                                              pa.binary())
+                out[MIN.column(j)] = out[MAX.column(j)] = pa.nulls(n, pa.int64())
+            elif j in kept:  # a collection of the one value (null: dropped by the merge); no min/max
                 out[SUM.column(j)] = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), v)
                 out[MIN.column(j)] = out[MAX.column(j)] = pa.nulls(n, pa.int64())
             elif not adds[j]:  # a string or date has no sum (spark/aggtypes.py)
@@ -219,7 +225,7 @@ def make_contribute(
 
     checked = [j for j, t in enumerate(value_types) if value_kind(t) in ("int", "decimal")]  # Arrow's sums wrap
     timed = [j for j, of in enumerate(inputs) if of == BY_TIME]
-    kept = {j: of for j, of in enumerate(inputs) if of in (SET, LIST)}
+    kept = {j: of for j, of in enumerate(inputs) if of in (SET, LIST, HLL)}
     adds = [summed(t) for t in value_types]
 
     def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

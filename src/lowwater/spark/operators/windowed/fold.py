@@ -47,10 +47,17 @@ from pyspark.sql import types as T
 
 from lowwater.core import partials
 from lowwater.core.aggregates import AggSpec, input_index, value_inputs
-from lowwater.core.partials import COLUMN, LIST, SET
+from lowwater.core.partials import COLUMN, HLL, LIST, SET
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
 from lowwater.runtime.columns import cols, memo, select, select_built
-from lowwater.spark.aggtypes import collection_merge, field_type, input_expr, input_type, result_expr
+from lowwater.spark.aggtypes import (
+    collection_merge,
+    field_type,
+    input_expr,
+    input_type,
+    result_expr,
+    sketch_merge,
+)
 
 SEQ_BASE = -(2**62)
 ROWS = partials.ROWS.column()  # ``_n``: the window's ``count`` result column
@@ -165,6 +172,8 @@ class StateLayout:
         if col == "_since":
             return F.min
         of = self.collections().get(col)
+        if of == HLL:
+            return lambda c: sketch_merge(F.col(c))
         if of is not None:
             return lambda c: collection_merge(F.collect_list(c), of)
         return _SQL[self.field_of()[col].merge]
@@ -172,15 +181,17 @@ class StateLayout:
     def merge_over(self, col: str, frame: Window) -> Column:
         """:meth:`merge_fn` of a partial column over a window ``frame`` (the revision fold)."""
         of = self.collections().get(col)
+        if of == HLL:
+            return sketch_merge(F.col(col)).over(frame)
         if of is not None:
             return collection_merge(F.collect_list(col).over(frame), of)
         return _SQL[self.field_of()[col].merge](col).over(frame)
 
     def collections(self) -> dict[str, str]:
-        """The sum columns (and their pending/emitted copies) that hold a collection: column -> SET or LIST."""
+        """The sum columns (and their pending/emitted copies) that hold a collection or sketch: column -> its input."""
         out: dict[str, str] = {}
         for c, f, i in self.partial_fields():
-            if i is not None and f is partials.SUM and self.input_of(i) in (SET, LIST):
+            if i is not None and f is partials.SUM and self.input_of(i) in (SET, LIST, HLL):
                 out[c] = out[self.pending_of(c)] = out[self.emitted_of(c)] = self.input_of(i)
         return out
 
