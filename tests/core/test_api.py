@@ -369,3 +369,16 @@ def test_min_by_and_max_by_of_the_event_time_are_first_and_last_by_time(tmp_path
     with pytest.raises(ValueError, match=r"^window.aggregations.f = first_by_time\(amount\): session windows"):
         _ = lw.stream(DataFrame(*DEMO_COLUMNS), event_time="event_time").window(lw.session(gap="5s")).agg(
             f="first_by_time(amount)").write(lw.parquet(tmp_path / "o")).config
+
+
+def test_a_percentile_keeps_its_fraction_through_the_file(tmp_path):
+    p = (lw.stream(DataFrame(*DEMO_COLUMNS), event_time="event_time").window(lw.tumbling("1m"), key="key")
+         .agg(med="approx_percentile(amount, 0.5)", d="approx_count_distinct(amount)")
+         .write(lw.parquet(tmp_path / "o")))
+    assert [(a.func, a.fraction) for a in p.config.window.aggregations] == [("approx_percentile", 0.5),
+                                                                            ("approx_count_distinct", None)]
+    (tmp_path / "p.toml").write_text(p.to_toml())
+    df = DataFrame(*DEMO_COLUMNS)
+    assert lw.Pipeline.from_toml(tmp_path / "p.toml", df=df).config.window == p.config.window
+    with pytest.raises(ValueError, match=r"^agg\(med=\.\.\.\): "):
+        p.agg(med="approx_percentile(amount, 2)")

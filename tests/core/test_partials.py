@@ -78,7 +78,8 @@ def test_every_aggregate_function_reads_the_layout():
            for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")},
         "first_by_time": ([("min", "by_time")], "timed_value"), "last_by_time": ([("max", "by_time")], "timed_value"),
         "count_distinct": ([("sum", "set")], "size"), "collect_set": ([("sum", "set")], "collected"),
-        "collect_list": ([("sum", "list")], "collected"), "approx_count_distinct": ([("sum", "hll")], "estimate")}
+        "collect_list": ([("sum", "list")], "collected"), "approx_count_distinct": ([("sum", "hll")], "estimate"),
+        "approx_percentile": ([("sum", "kll")], "quantile")}
 
 
 @given(rs=rows)

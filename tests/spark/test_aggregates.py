@@ -34,7 +34,8 @@ SPARK = {"ok": ("count_if", "flag"), "sd": ("stddev", "amount"), "sdp": ("stddev
 # Collections likewise: Spark's count_distinct, collect_set sorted (ours is), collect_list by (event, arrival).
 TIMED = {**AGGS, "f": "first_by_time(amount)", "l": "last_by_time(qty)", "fp": "first_by_time(price)",
          "lf": "last_by_time(flag)", "nd": "count_distinct(qty)", "cs": "collect_set(qty)",
-         "cl": "collect_list(amount)", "ad": "approx_count_distinct(qty)", "aa": "approx_count_distinct(amount)"}
+         "cl": "collect_list(amount)", "ad": "approx_count_distinct(qty)", "aa": "approx_count_distinct(amount)",
+         "p5": "approx_percentile(amount, 0.5)", "p9": "approx_percentile(qty, 0.9)"}
 # Approximate: the same DataSketches HLL as Spark's hll_sketch_agg (equal; Spark's takes no double), or the exact
 # distinct count within 3 relative standard errors of lg K 12 (1.6 %). Spark's own approx_count_distinct (HLL++,
 # rsd 0.05) is another sketch: it counted 3 of a window's 4 amounts here.
@@ -49,7 +50,13 @@ def _in_order(c: str):  # noqa: ANN202 - a Column
 SPARK_TIMED = {**SPARK, "f": ("min_by", "amount"), "l": ("max_by", "qty"), "fp": ("min_by", "price"),
                "lf": ("max_by", "flag"), "nd": ("count_distinct", "qty"),
                "cs": lambda: F.array_sort(F.collect_set("qty")), "cl": lambda: _in_order("amount"),
-               "ad": lambda: F.hll_sketch_estimate(F.hll_sketch_agg("qty")), "aa": ("count_distinct", "amount")}
+               "ad": lambda: F.hll_sketch_estimate(F.hll_sketch_agg("qty")), "aa": ("count_distinct", "amount"),
+               "p5": lambda: _kll("amount", 0.5), "p9": lambda: _kll("qty", 0.9)}
+
+
+def _kll(c: str, p: float):  # noqa: ANN202 - a Column: Spark's own KLL sketch (k 200) of the column, at rank p
+    sketch = F.kll_sketch_agg_double(F.col(c).cast("double"))
+    return F.when(F.kll_sketch_get_n_double(sketch) > 0, F.kll_sketch_get_quantile_double(sketch, F.lit(p)))
 COUNTS = ("ok",)
 CUTS = [23, 40, 41]
 

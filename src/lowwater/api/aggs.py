@@ -47,8 +47,10 @@ WHY = {
     "any_value": "it picks a value by the order rows reach a task, which no cut of the stream reproduces",
     "approx_count_distinct": "lowwater's HLL sketch has one relative error (lg K 12, about 1.6 %): "
                              "give F.approx_count_distinct(col) no rsd",
-    "percentile_approx": f"an approximate percentile (a quantile sketch) is {_NEXT}",
-    "approx_percentile": f"an approximate percentile (a quantile sketch) is {_NEXT}",
+    "percentile_approx": "Spark's accuracy (10000) is not lowwater's quantile sketch (KLL, k 200, rank error about "
+                         "1.65 %): write it as \"approx_percentile(col, p)\" to use that sketch",
+    "approx_percentile": "Spark's accuracy (10000) is not lowwater's quantile sketch (KLL, k 200, rank error about "
+                         "1.65 %): write it as \"approx_percentile(col, p)\" to use that sketch",
     "skewness": "it needs the third moment, which the partial does not keep",
     "kurtosis": "it needs the fourth moment, which the partial does not keep",
 }
@@ -89,7 +91,7 @@ def agg_text(arg: str, value: Any, event_times: tuple[str, ...] = ()) -> str:  #
         else:
             msg = f"{arg}: {sql} is not an aggregate lowwater keeps exactly: use one of {SUPPORTED} ({NOT_YET})"
         raise ValueError(msg) from None
-    return f"{spec.func}({spec.column})"
+    return spec.text
 
 
 def _is_column(value: Any) -> bool:  # noqa: ANN401

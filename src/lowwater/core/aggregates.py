@@ -31,7 +31,9 @@ FUNCTIONS = tuple(OUTPUTS)  # count, sum, min, max, avg, count_if, the variances
 # Spark SQL's other names of the same aggregates (``stddev`` and ``variance`` are the sample ones, as in Spark).
 ALIASES = {"stddev": "stddev_samp", "std": "stddev_samp", "variance": "var_samp"}
 _NAMES = sorted([*FUNCTIONS, *ALIASES], key=len, reverse=True)
-_AGG = re.compile(rf"^\s*({'|'.join(_NAMES)})\s*\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\)\s*$", re.I)
+_AGG = re.compile(rf"^\s*({'|'.join(_NAMES)})\s*\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(?:,\s*([0-9.eE+-]+)\s*)?\)\s*$",
+                  re.I)
+WITH_FRACTION = ("approx_percentile",)  # func(column, p): p in [0, 1]
 
 
 @dataclass(frozen=True)
@@ -41,16 +43,33 @@ class AggSpec:
     name: str
     func: str
     column: str
+    fraction: float | None = None  # ``approx_percentile``'s p
+
+    @property
+    def text(self) -> str:
+        """``func(column)``, or ``func(column, p)``: as the file holds it."""
+        p = "" if self.fraction is None else f", {self.fraction}"
+        return f"{self.func}({self.column}{p})"
 
     @classmethod
     def parse(cls, name: str, expr: str) -> AggSpec:
         """``AggSpec.parse("total", "sum(amount)")``; raises ValueError when malformed."""
         m = _AGG.match(str(expr))
-        if not m:
-            msg = f"aggregation {name!r}: {expr!r} is not one of {', '.join(f + '(column)' for f in FUNCTIONS)}"
+        forms = ", ".join(f + ("(column, p)" if f in WITH_FRACTION else "(column)") for f in FUNCTIONS)
+        if not m or (m.group(3) is None) != (m.group(1).lower() not in WITH_FRACTION):
+            msg = f"aggregation {name!r}: {expr!r} is not one of {forms}"
             raise ValueError(msg)
         func = m.group(1).lower()
-        return cls(name, ALIASES.get(func, func), m.group(2))
+        fraction = None
+        if m.group(3) is not None:
+            try:
+                fraction = float(m.group(3))
+            except ValueError:
+                fraction = -1.0
+            if not 0.0 <= fraction <= 1.0:
+                msg = f"aggregation {name!r}: {expr!r}: p must be a number from 0 to 1"
+                raise ValueError(msg)
+        return cls(name, ALIASES.get(func, func), m.group(2), fraction)
 
 
 # What each aggregate needs of its column's type, as a class of :func:`type_class`.
@@ -58,6 +77,7 @@ NUMERIC, ORDERED, ANY, BOOLEAN = "numeric", "ordered", "any", "boolean"
 NEEDS = {"count": ANY, "sum": NUMERIC, "avg": NUMERIC, "min": ORDERED, "max": ORDERED, "count_if": BOOLEAN,
          "first_by_time": ORDERED, "last_by_time": ORDERED,  # a value that travels as itself (``aggtypes``)
          "count_distinct": ORDERED, "collect_set": ORDERED, "collect_list": ORDERED, "approx_count_distinct": ORDERED,
+         "approx_percentile": NUMERIC,
          **dict.fromkeys(("var_samp", "var_pop", "stddev_samp", "stddev_pop"), NUMERIC)}
 _TAKES = {NUMERIC: {NUMERIC}, ORDERED: {NUMERIC, ORDERED}, ANY: {NUMERIC, ORDERED, ANY}}
 _NEED_TEXT = {NUMERIC: "a number", ORDERED: "a number, string, date, timestamp or boolean", BOOLEAN: "a boolean"}
@@ -93,7 +113,7 @@ def type_problem(spec: AggSpec, type_name: str) -> str | None:
 
 
 BY_TIME_FUNCS = ("first_by_time", "last_by_time")
-COLLECTIONS = ("count_distinct", "collect_set", "collect_list", "approx_count_distinct")
+COLLECTIONS = ("count_distinct", "collect_set", "collect_list", "approx_count_distinct", "approx_percentile")
 
 
 def windowed_only(specs: tuple[AggSpec, ...] | list[AggSpec], where: str) -> str | None:

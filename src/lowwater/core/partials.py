@@ -56,6 +56,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from lowwater.core.partial_values import (  # noqa: F401 - their names are part of the layout's
+    COLLECTION_LIMIT,
+    COLLECTION_OVER,
+    HLL_LG_K,
+    KLL_K,
+    Collection,
+    Quantiles,
+    Sketch,
+    hll_bytes,
+    kll_bytes,
+)
+
 
 @dataclass(frozen=True)
 class Field:
@@ -93,100 +105,8 @@ COLUMN, SQUARE, TRUE, BY_TIME = "", "square", "true", "by_time"
 # sorted) or a merge of (event, arrival, value) entries in their order (LIST); nulls are skipped, as Spark's.
 SET, LIST = "set", "list"
 # A sketch input keeps a DataSketches HLL sketch (its compact bytes on Spark) in its sum field, "added" by union.
-HLL = "hll"
-INPUTS = (COLUMN, SQUARE, TRUE, BY_TIME, SET, LIST, HLL)
-HLL_LG_K = 12  # Spark's hll_sketch_agg default: relative standard error about 1.6 % (ADR 0034)
-COLLECTION_LIMIT = 10_000  # values one window's collection may hold (ADR 0034)
-COLLECTION_OVER = "lowwater: collection over its bound"  # the CLI turns an error starting so into its one line
-
-
-class Collection:
-    """The values of a :data:`SET` or :data:`LIST` input: ``+`` merges two (the ``sum`` field's merge)."""
-
-    __slots__ = ("items", "unique")
-
-    def __init__(self, items: tuple, unique: bool) -> None:
-        self.items, self.unique = items, unique
-
-    def __add__(self, other: object) -> Collection:
-        if not isinstance(other, Collection):
-            return self  # 0 + c: a sum starts from 0
-        merged_ = set(self.items) | set(other.items) if self.unique else [*self.items, *other.items]
-        items = tuple(sorted(merged_, key=_order_key))
-        if len(items) > COLLECTION_LIMIT:
-            msg = f"{COLLECTION_OVER}: one window's collection holds more than {COLLECTION_LIMIT} values"
-            raise OverflowError(msg)
-        return Collection(items, self.unique)
-
-    __radd__ = __add__
-
-    def __lt__(self, other: object) -> bool:  # its min/max fields are never read
-        return False
-
-    __gt__ = __lt__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Collection) and (self.items, self.unique) == (other.items, other.unique)
-
-    def __hash__(self) -> int:
-        return hash(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def values(self) -> list:
-        return [x[-1] for x in self.items] if not self.unique else list(self.items)
-
-
-def _order_key(x: object) -> object:
-    return x
-
-
-def _hll_key(v: object) -> object:
-    """What a value is hashed as: ints, floats and strings themselves; a Decimal as its text."""
-    return v if isinstance(v, (int, float, str)) else str(v)
-
-
-def hll_bytes(values: Iterable[object]) -> bytes:
-    """The compact HLL sketch (lg K :data:`HLL_LG_K`, HLL_4, as Spark's ``hll_sketch_agg``) of some values."""
-    import datasketches as ds
-
-    sk = ds.hll_sketch(HLL_LG_K, ds.tgt_hll_type.HLL_4)
-    for v in values:
-        if v is not None and v == v:
-            sk.update(_hll_key(v))
-    return sk.serialize_compact()
-
-
-class Sketch:
-    """An HLL sketch's compact bytes: ``+`` is the union (the sum field's merge of a :data:`HLL` input)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def __add__(self, other: object) -> Sketch:
-        if not isinstance(other, Sketch):
-            return self  # 0 + s: a sum starts from 0
-        import datasketches as ds
-
-        u = ds.hll_union(HLL_LG_K)
-        u.update(ds.hll_sketch.deserialize(self.data))
-        u.update(ds.hll_sketch.deserialize(other.data))
-        return Sketch(u.get_result(ds.tgt_hll_type.HLL_4).serialize_compact())
-
-    __radd__ = __add__
-
-    def __lt__(self, other: object) -> bool:  # its min/max fields are never read
-        return False
-
-    __gt__ = __lt__
-
-    def estimate(self) -> int:
-        import datasketches as ds
-
-        return round(ds.hll_sketch.deserialize(self.data).get_estimate())
+HLL, KLL = "hll", "kll"  # a KLL quantiles sketch of the values as doubles likewise (approx_percentile)
+INPUTS = (COLUMN, SQUARE, TRUE, BY_TIME, SET, LIST, HLL, KLL)
 
 
 def input_value(v: object, of: str, at: tuple[int, ...] = ()) -> object:
@@ -204,6 +124,8 @@ def input_value(v: object, of: str, at: tuple[int, ...] = ()) -> object:
         return Collection(((*at, v),), unique=False)
     if of == HLL:
         return Sketch(hll_bytes((v,)))
+    if of == KLL:
+        return Quantiles(kll_bytes((v,)))
     if of == SQUARE:  # integers exact, others as doubles (``aggtypes.input_type``)
         return v * v if isinstance(v, int) else float(v) * float(v)  # type: ignore[arg-type]
     if of == TRUE:
@@ -276,6 +198,7 @@ FINISH: dict[str, Callable[..., object]] = {
     "size": _size,
     "collected": _collected,
     "estimate": _estimate,
+    "quantile": lambda q, p: None if q is None else q.quantile(p),  # p: the aggregate's fraction
 }
 _MOMENTS = (Read(NONNULL), Read(SUM), Read(SUM, SQUARE))  # n, Σx, Σx²: all merge by sum, so retractions undo them
 
@@ -296,6 +219,8 @@ OUTPUTS: dict[str, Output] = {
     "collect_list": Output((Read(SUM, LIST),), "collected"),
     # An HLL sketch's estimate (DataSketches, lg K 12: relative standard error about 1.6 %; exact while small).
     "approx_count_distinct": Output((Read(SUM, HLL),), "estimate"),
+    # A value of the column at rank p of a KLL sketch (k 200: rank error about 1.65 %; exact up to 200 values).
+    "approx_percentile": Output((Read(SUM, KLL),), "quantile"),
 }
 
 
@@ -441,7 +366,7 @@ def stored(p: Sequence) -> list:
     return out
 
 
-def output(func: str, p: Sequence, i: int | Callable[[str], int]) -> object:
+def output(func: str, p: Sequence, i: int | Callable[[str], int], fraction: float | None = None) -> object:
     """The value of aggregate ``func`` from partial ``p`` (None when null).
 
     ``i``: the value input each read is of -- an index when every read is of
@@ -449,4 +374,5 @@ def output(func: str, p: Sequence, i: int | Callable[[str], int]) -> object:
     """
     out = OUTPUTS[func]
     where = i if callable(i) else (lambda _of: i)
-    return FINISH[out.finish](*[p[position(r.field, where(r.of))] for r in out.reads])
+    args = [p[position(r.field, where(r.of))] for r in out.reads]
+    return FINISH[out.finish](*args, *([] if fraction is None else [fraction]))

@@ -46,7 +46,9 @@ keeps an array in its sum field: the distinct values as they travel, sorted
 values (past it the step fails with one line). Its min/max fields stay null.
 A sketch input (``approx_count_distinct``) keeps the compact bytes of a
 DataSketches HLL sketch (built by ``partials.hll_bytes`` where rows are read),
-merged by Spark's ``hll_union_agg`` and read by ``hll_sketch_estimate``.
+merged by Spark's ``hll_union_agg`` and read by ``hll_sketch_estimate``; a
+quantiles input (``approx_percentile``) a KLL doubles sketch, merged by
+``kll_merge_agg_double`` and read by ``kll_sketch_get_quantile_double`` (a double).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from lowwater.core.partials import (
     COLLECTION_OVER,
     COLUMN,
     HLL,
+    KLL,
     LIST,
     MIN,
     OUTPUTS,
@@ -162,7 +165,7 @@ def _decoded(value: Column, dt: T.DataType) -> Column:
     return value.cast(field_type(MIN, dt))
 
 
-def result_expr(func: str, dt: T.DataType, col: Callable[..., Column]) -> Column:
+def result_expr(func: str, dt: T.DataType, col: Callable[..., Column], fraction: float | None = None) -> Column:
     """Aggregate ``func`` of a column typed ``dt`` from the partial columns it reads, typed as Spark SQL.
 
     ``col(field)`` is a field of the column's own value input, ``col(field, of)``
@@ -191,6 +194,11 @@ def result_expr(func: str, dt: T.DataType, col: Callable[..., Column]) -> Column
     if out.finish == "size":
         (one,) = out.reads
         return F.coalesce(F.size(read(one)), F.lit(0)).cast("long")
+    if out.finish == "quantile":
+        (one,) = out.reads
+        sketch = read(one)
+        return F.when(F.kll_sketch_get_n_double(sketch) > 0,
+                      F.kll_sketch_get_quantile_double(sketch, F.lit(fraction))).cast("double")
     if out.finish == "estimate":
         (one,) = out.reads
         return F.coalesce(F.hll_sketch_estimate(read(one)), F.lit(0)).cast("long")
@@ -231,14 +239,14 @@ def input_type(dt: T.DataType, of: str) -> T.DataType:
         return T.ArrayType(value_cast(dt))
     if of == LIST:
         return T.ArrayType(by_time_type(dt))
-    if of == HLL:
+    if of in (HLL, KLL):
         return T.BinaryType()
     return dt
 
 
-def sketch_merge(col: Column) -> Column:
-    """The union of HLL sketches over rows (Spark's, lg K as the sketches': ``partials.HLL_LG_K``)."""
-    return F.hll_union_agg(col, True)
+def sketch_merge(col: Column, of: str = HLL) -> Column:
+    """The union of HLL sketches (lg K as the sketches': ``partials.HLL_LG_K``) or the merge of KLL sketches."""
+    return F.kll_merge_agg_double(col) if of == KLL else F.hll_union_agg(col, True)
 
 
 def collection_merge(arrays: Column, of: str) -> Column:
@@ -264,7 +272,7 @@ def input_expr(col: Column, dt: T.DataType, of: str = COLUMN) -> Column:
     A by-time input needs the row's arrival order, which only the windowed executors have: refused here
     (sessions and reconcile refuse ``first_by_time``/``last_by_time`` before this is reached).
     """
-    if of in (BY_TIME, SET, LIST, HLL):
+    if of in (BY_TIME, SET, LIST, HLL, KLL):
         msg = "first/last by time and collections are kept by the windowed operator only"
         raise ValueError(msg)
     if of == SQUARE:
@@ -288,6 +296,8 @@ def arrow_input(col: pa.ChunkedArray | pa.Array, dt: T.DataType, of: str = COLUM
         return pa.StructArray.from_arrays([*parts, v], names=[*"ebsm", "v"], mask=mask)
     if of in (SET, HLL):  # the values: the fold takes their distinct values per group (and sketches them)
         return arrow_values(col, dt)
+    if of == KLL:  # the values as doubles: the fold sketches each group's
+        return pc.cast(arrow_values(col, dt), pa.float64(), safe=False)
     if of == SQUARE:
         v = arrow_values(col, dt)
         if value_kind(dt) != "int":

@@ -82,7 +82,7 @@ class _Panes:
         out = []
         for k, e in enumerate(emitted[0]):
             flat = [e.value.n, *[x for pane in emitted for x in pane[k].value.parts[1:]]]  # every input's partial
-            values = [partials.output(a.func, flat, input_index(self.inputs, a)) for a in self.aggs]
+            values = [partials.output(a.func, flat, input_index(self.inputs, a), a.fraction) for a in self.aggs]
             out.append((key, start / 1e6, end / 1e6, str(e.kind), e.revision, e.value.n,
                         *[v if v is None or isinstance(v, list) else float(v) for v in values]))
         return out

@@ -29,7 +29,21 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config import PipelineConfig
 from lowwater.core.lateness import Lateness, classify, row_verdicts
-from lowwater.core.partials import BY_TIME, HLL, LIST, MAX, MIN, NONNULL, ROWS, SET, SUM, VALUE_FIELDS, hll_bytes
+from lowwater.core.partials import (
+    BY_TIME,
+    HLL,
+    KLL,
+    LIST,
+    MAX,
+    MIN,
+    NONNULL,
+    ROWS,
+    SET,
+    SUM,
+    VALUE_FIELDS,
+    hll_bytes,
+    kll_bytes,
+)
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
 from lowwater.spark.aggtypes import SUM_OVERFLOW, arrow_input, summed, value_kind
@@ -119,6 +133,8 @@ def _collected(g: pa.Table, allon: pa.Table, j: int, of: str) -> pa.Array:
         return g.column(f"_v{j}_distinct").combine_chunks()
     if of == HLL:  # each group's distinct values, sketched (Spark's hll_union_agg merges the bytes)
         return pa.array([hll_bytes(vs) for vs in g.column(f"_v{j}_distinct").to_pylist()], pa.binary())
+    if of == KLL:  # each group's values, sketched (Spark's kll_merge_agg_double merges the bytes)
+        return pa.array([kll_bytes(vs) for vs in g.column(f"_v{j}_list").to_pylist()], pa.binary())
     idx = g.column("_idx_list").combine_chunks()  # Arrow has no list of a struct: the pairs' places, then take
     return pa.ListArray.from_arrays(idx.offsets, allon.column(f"_v{j}").combine_chunks().take(idx.flatten()))
 
@@ -141,6 +157,8 @@ def _fold_on_time(
         aggs.append((f"_c{j}", "sum"))
         if of in (SET, HLL):
             aggs.append((f"_v{j}", "distinct"))
+        elif of == KLL:
+            aggs.append((f"_v{j}", "list"))
     for j in range(len(values)):
         if j not in timed and j not in kept:
             aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS if adds[j] or f is not SUM]
@@ -212,8 +230,9 @@ def make_contribute(
             v = part[f"_v{j}"]
             valid = pc.cast(pc.is_valid(v), pa.int64())
             out.update({f.column(j): valid if f.counts else v for f in VALUE_FIELDS})
-            if j in kept and kept[j] == HLL:  # the sketch of the one value (null: none)
-                out[SUM.column(j)] = pa.array([None if x is None else hll_bytes((x,)) for x in v.to_pylist()],
+            if j in kept and kept[j] in (HLL, KLL):  # the sketch of the one value (null: none)
+                sketch = hll_bytes if kept[j] == HLL else kll_bytes
+                out[SUM.column(j)] = pa.array([None if x is None else sketch((x,)) for x in v.to_pylist()],
                                               pa.binary())
                 out[MIN.column(j)] = out[MAX.column(j)] = pa.nulls(n, pa.int64())
             elif j in kept:  # a collection of the one value (null: dropped by the merge); no min/max
@@ -225,7 +244,7 @@ def make_contribute(
 
     checked = [j for j, t in enumerate(value_types) if value_kind(t) in ("int", "decimal")]  # Arrow's sums wrap
     timed = [j for j, of in enumerate(inputs) if of == BY_TIME]
-    kept = {j: of for j, of in enumerate(inputs) if of in (SET, LIST, HLL)}
+    kept = {j: of for j, of in enumerate(inputs) if of in (SET, LIST, HLL, KLL)}
     adds = [summed(t) for t in value_types]
 
     def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

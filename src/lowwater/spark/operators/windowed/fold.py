@@ -47,7 +47,7 @@ from pyspark.sql import types as T
 
 from lowwater.core import partials
 from lowwater.core.aggregates import AggSpec, input_index, value_inputs
-from lowwater.core.partials import COLUMN, HLL, LIST, SET
+from lowwater.core.partials import COLUMN, HLL, KLL, LIST, SET
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
 from lowwater.runtime.columns import cols, memo, select, select_built
 from lowwater.spark.aggtypes import (
@@ -172,8 +172,8 @@ class StateLayout:
         if col == "_since":
             return F.min
         of = self.collections().get(col)
-        if of == HLL:
-            return lambda c: sketch_merge(F.col(c))
+        if of in (HLL, KLL):
+            return lambda c: sketch_merge(F.col(c), of)
         if of is not None:
             return lambda c: collection_merge(F.collect_list(c), of)
         return _SQL[self.field_of()[col].merge]
@@ -181,8 +181,8 @@ class StateLayout:
     def merge_over(self, col: str, frame: Window) -> Column:
         """:meth:`merge_fn` of a partial column over a window ``frame`` (the revision fold)."""
         of = self.collections().get(col)
-        if of == HLL:
-            return sketch_merge(F.col(col)).over(frame)
+        if of in (HLL, KLL):
+            return sketch_merge(F.col(col), of).over(frame)
         if of is not None:
             return collection_merge(F.collect_list(col).over(frame), of)
         return _SQL[self.field_of()[col].merge](col).over(frame)
@@ -191,7 +191,7 @@ class StateLayout:
         """The sum columns (and their pending/emitted copies) that hold a collection or sketch: column -> its input."""
         out: dict[str, str] = {}
         for c, f, i in self.partial_fields():
-            if i is not None and f is partials.SUM and self.input_of(i) in (SET, LIST, HLL):
+            if i is not None and f is partials.SUM and self.input_of(i) in (SET, LIST, HLL, KLL):
                 out[c] = out[self.pending_of(c)] = out[self.emitted_of(c)] = self.input_of(i)
         return out
 
@@ -337,7 +337,7 @@ class StateLayout:
         for a in self.aggregations:
             where = input_index(pairs, a)
             expr = result_expr(a.func, self.column_type(where(COLUMN)),
-                               lambda f, of=COLUMN, where=where: F.col(f.column(where(of))))
+                               lambda f, of=COLUMN, where=where: F.col(f.column(where(of))), a.fraction)
             out.append(expr.alias(a.name))
         return out
 
