@@ -143,7 +143,9 @@ def test_the_scenario_runners_core_path_gives_one_answer_for_every_cut():
         "watermark": {"max_out_of_orderness": "2s"},
         "window": {"type": "tumbling", "size": "10s", "allowed_lateness": "30s", "key": ["key"],
                    "accumulation": "retracting",
-                   "aggregations": {"first": "first_by_time(amount)", "last": "last_by_time(amount)"}},
+                   "aggregations": {"first": "first_by_time(amount)", "last": "last_by_time(amount)",
+                                    "n": "count_distinct(amount)", "l": "collect_list(amount)",
+                                    "d": "approx_count_distinct(amount)", "m": "approx_percentile(amount, 0.5)"}},
         "late": {"policy": "side_output"}, "output": {"path": "out"},
     }
     events = [(4, 1), (4, 2), (1, 3), (13, 4), (7, 5), (1, 6), (9, 7), (9, 8), (25, 9), (0, 10), (9, 11)]
@@ -156,8 +158,11 @@ def test_the_scenario_runners_core_path_gives_one_answer_for_every_cut():
     last = {}
     for r in one.results:
         if r[3] != "retraction":
-            last[r[1]] = (r[6], r[7])
+            last[r[1]] = r[6:]
     arrived = list(enumerate(events))
-    for start, (first, final) in last.items():
+    for start, (first, final, n, in_order, d, m) in last.items():
         mine = sorted(((e, a), v) for a, (e, v) in arrived if start <= e < start + 10)
         assert (first, final) == (mine[0][1], mine[-1][1]), start
+        # The collections and sketches on the same path (ADR 0034): exact while small.
+        assert in_order == [v for _, v in mine] and n == d == len({v for _, v in mine}), start
+        assert m == sorted(v for _, v in mine)[len(mine) // 2], start

@@ -169,6 +169,15 @@ def test_new_aggregates_equal_sparks_batch_with_revisions_retractions_and_sessio
                                              & (ret.results["kind"] == "revision")].iloc[0]["f"])
                for r in revised.itertuples()), "no revision changed first_by_time"
 
+    # With early firings the emitted value is kept in state (``_e`` columns): structs, arrays and sketch bytes too.
+    early = _config({"accumulation": "retracting"}, TIMED)
+    early["trigger"] = {"early": "every 3 rows"}
+    ear = run_scenario(spark, early, ROWS, cuts=CUTS, workdir=tmp_path / "early")
+    assert (ear.results["kind"] == "provisional").sum() >= 3
+    shown = _emissions(ear.results[ear.results["kind"] != "retraction"])
+    standing = {w: {n: _none(g.iloc[-1][n]) for n in TIMED} for w, g in shown.groupby(["key", "ws", "we"])}
+    _check(standing, _batch(spark, tmp_path / "early" / "landing", False, SPARK_TIMED))  # the last value: the whole
+
     sessions = _config({"type": "session", "gap": "5s", "accumulation": "retracting"})
     sessions["window"].pop("size")
     ses = run_scenario(spark, sessions, ROWS, cuts=CUTS, workdir=tmp_path / "ses")
