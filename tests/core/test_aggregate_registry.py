@@ -21,7 +21,8 @@ from lowwater.core.partials import empty, merge_into, merged, output, signed_sum
 
 NAN = math.nan
 MOMENTS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
-NEW = ("count_if", *MOMENTS)
+NEW = ("count_if", *MOMENTS, "first_by_time", "last_by_time", "count_distinct", "collect_set", "collect_list",
+       "approx_count_distinct", "approx_percentile")
 
 # One row: an integer amount (exact moments), a double amount and a flag; None is null.
 row = st.tuples(st.one_of(st.none(), st.integers(-10**6, 10**6)),

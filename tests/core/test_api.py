@@ -352,3 +352,33 @@ def test_a_window_after_an_interval_join_is_the_toml_files_join_and_window(tmp_p
     assert cfg.join.window.type == "tumbling" and cfg.join.window.size_us == 60_000_000
     (tmp_path / "p.toml").write_text(p.to_toml())
     assert load_config(tmp_path / "p.toml").join == cfg.join  # the file's [join] and [window], read back
+
+
+def test_min_by_and_max_by_of_the_event_time_are_first_and_last_by_time(tmp_path):
+    """``F.min_by(c, ts)`` ordered by the event-time column is kept as ``first_by_time(c)`` (ADR 0034); by another
+    column it is refused in one line: ties of it would be broken by the order rows reach a task."""
+    p = lw.stream(DataFrame(*DEMO_COLUMNS), event_time="event_time").window(lw.tumbling("1m"), key="key")
+    cfg = p.agg(first="min_by(amount, event_time)", last="MAX_BY(amount, event_time)").write(
+        lw.parquet(tmp_path / "o")).config
+    assert [(a.func, a.column) for a in cfg.window.aggregations] == [("first_by_time", "amount"),
+                                                                      ("last_by_time", "amount")]
+    with pytest.raises(ValueError, match=r"^agg\(f=\.\.\.\): min_by\(amount, offset\) cannot be kept as a mergeable "
+                                         r"partial: ties of offset are broken by the order rows reach a task") as e:
+        p.agg(f="min_by(amount, offset)")
+    assert "\n" not in str(e.value) and "(event_time)" in str(e.value)
+    with pytest.raises(ValueError, match=r"^window.aggregations.f = first_by_time\(amount\): session windows"):
+        _ = lw.stream(DataFrame(*DEMO_COLUMNS), event_time="event_time").window(lw.session(gap="5s")).agg(
+            f="first_by_time(amount)").write(lw.parquet(tmp_path / "o")).config
+
+
+def test_a_percentile_keeps_its_fraction_through_the_file(tmp_path):
+    p = (lw.stream(DataFrame(*DEMO_COLUMNS), event_time="event_time").window(lw.tumbling("1m"), key="key")
+         .agg(med="approx_percentile(amount, 0.5)", d="approx_count_distinct(amount)")
+         .write(lw.parquet(tmp_path / "o")))
+    assert [(a.func, a.fraction) for a in p.config.window.aggregations] == [("approx_percentile", 0.5),
+                                                                            ("approx_count_distinct", None)]
+    (tmp_path / "p.toml").write_text(p.to_toml())
+    df = DataFrame(*DEMO_COLUMNS)
+    assert lw.Pipeline.from_toml(tmp_path / "p.toml", df=df).config.window == p.config.window
+    with pytest.raises(ValueError, match=r"^agg\(med=\.\.\.\): "):
+        p.agg(med="approx_percentile(amount, 2)")

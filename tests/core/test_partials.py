@@ -75,7 +75,11 @@ def test_every_aggregate_function_reads_the_layout():
         "max": ([("max", "")], "value"), "avg": ([("sum", ""), ("nonnull", "")], "ratio"),
         "count_if": ([("nonnull", "true")], "value"),
         **{f: ([("nonnull", ""), ("sum", ""), ("sum", "square")], f)
-           for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")}}
+           for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")},
+        "first_by_time": ([("min", "by_time")], "timed_value"), "last_by_time": ([("max", "by_time")], "timed_value"),
+        "count_distinct": ([("sum", "set")], "size"), "collect_set": ([("sum", "set")], "collected"),
+        "collect_list": ([("sum", "list")], "collected"), "approx_count_distinct": ([("sum", "hll")], "estimate"),
+        "approx_percentile": ([("sum", "kll")], "quantile")}
 
 
 @given(rs=rows)

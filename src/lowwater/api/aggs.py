@@ -4,7 +4,13 @@ lowwater keeps every aggregate as a mergeable partial (``core/partials.py``),
 so revisions, retractions and sessions stay exact: ``count``, ``sum``,
 ``min``, ``max``, ``avg``, ``count_if`` (of a boolean column) and the
 variances and standard deviations (``stddev``, ``std``, ``stddev_samp``,
-``stddev_pop``, ``variance``, ``var_samp``, ``var_pop``) of one column.
+``stddev_pop``, ``variance``, ``var_samp``, ``var_pop``) of one column, and
+``F.min_by(col, ts)``/``F.max_by(col, ts)`` ordered by the stream's event-time
+column, kept as ``first_by_time(col)``/``last_by_time(col)`` (ties of event time
+broken by arrival order, so every cut gives one answer), ``F.count_distinct``
+(``countDistinct``) of one column, ``F.collect_set`` and ``F.collect_list``
+(bounded: ``partials.COLLECTION_LIMIT`` values per window), and
+``F.approx_count_distinct(col)`` (an HLL sketch; no ``rsd``).
 Anything else (an expression inside, a distinct count, a percentile,
 ``first``) is refused in one line naming the argument and saying why
 (:data:`WHY`), rather than computed some other way.
@@ -24,7 +30,9 @@ from lowwater.core.aggregates import FUNCTIONS, AggSpec
 
 _COLUMN_TEXT = re.compile(r"^Column<'(.*)'>$", re.S)
 SUPPORTED = ", ".join(f"F.{f}(\"col\")" for f in FUNCTIONS)
-NOT_YET = "distinct counts, percentiles, first/last and collect_list/set are not supported yet"
+NOT_YET = "approximate percentiles are not supported yet"
+_BY = re.compile(r"^\s*(min_by|max_by)\s*\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*,\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\)\s*$", re.I)
+_BY_TIME = {"min_by": "first_by_time", "max_by": "last_by_time"}
 _UNBOUNDED = "it needs every value of the window, which no bounded partial holds"
 _NEXT = "not kept as a mergeable partial yet"
 # Why a Spark aggregate is not one lowwater keeps (by its SQL name): one line each.
@@ -33,22 +41,26 @@ WHY = {
     "percentile": f"an exact percentile: {_UNBOUNDED}",
     "mode": f"an exact mode: {_UNBOUNDED}",
     "first": "Spark's first() depends on the order rows reach a task, so no cut of the stream could "
-             f"reproduce it; first by event time is {_NEXT}",
+             "reproduce it; first by event time is F.min_by(col, <event-time column>)",
     "last": "Spark's last() depends on the order rows reach a task, so no cut of the stream could "
-            f"reproduce it; last by event time is {_NEXT}",
+            "reproduce it; last by event time is F.max_by(col, <event-time column>)",
     "any_value": "it picks a value by the order rows reach a task, which no cut of the stream reproduces",
-    "approx_count_distinct": f"an approximate distinct count (an HLL sketch) is {_NEXT}",
-    "percentile_approx": f"an approximate percentile (a quantile sketch) is {_NEXT}",
-    "approx_percentile": f"an approximate percentile (a quantile sketch) is {_NEXT}",
-    "collect_list": f"collect_list is {_NEXT}",
-    "collect_set": f"collect_set is {_NEXT}",
+    "approx_count_distinct": "lowwater's HLL sketch has one relative error (lg K 12, about 1.6 %): "
+                             "give F.approx_count_distinct(col) no rsd",
+    "percentile_approx": "Spark's accuracy (10000) is not lowwater's quantile sketch (KLL, k 200, rank error about "
+                         "1.65 %): write it as \"approx_percentile(col, p)\" to use that sketch",
+    "approx_percentile": "Spark's accuracy (10000) is not lowwater's quantile sketch (KLL, k 200, rank error about "
+                         "1.65 %): write it as \"approx_percentile(col, p)\" to use that sketch",
     "skewness": "it needs the third moment, which the partial does not keep",
     "kurtosis": "it needs the fourth moment, which the partial does not keep",
 }
 
 
-def agg_text(arg: str, value: Any) -> str:  # noqa: ANN401 - a Column or a "func(column)" string
-    """The ``func(column)`` text of one aggregate; one ``ValueError``/``TypeError`` naming ``arg`` otherwise."""
+def agg_text(arg: str, value: Any, event_times: tuple[str, ...] = ()) -> str:  # noqa: ANN401 - a Column or text
+    """The ``func(column)`` text of one aggregate; one ``ValueError``/``TypeError`` naming ``arg`` otherwise.
+
+    ``event_times``: the stream's event-time columns, the one ordering ``min_by``/``max_by`` may have.
+    """
     if isinstance(value, str):
         sql = value
     elif _is_column(value):
@@ -60,6 +72,16 @@ def agg_text(arg: str, value: Any) -> str:  # noqa: ANN401 - a Column or a "func
         msg = (f"{arg}: {sql} is always in the results as the column `count`; "
                "to count a column's values use F.count(\"col\")")
         raise ValueError(msg)
+    by = _BY.match(sql)
+    if by:
+        func, col, order = by.group(1).lower(), by.group(2), by.group(3)
+        if order not in event_times:
+            msg = (f"{arg}: {sql} cannot be kept as a mergeable partial: ties of {order} are broken by the order "
+                   f"rows reach a task, which no cut of the stream reproduces; order by the event-time column "
+                   f"({', '.join(event_times) or 'stream(event_time=...)'}): ties of event time are broken by "
+                   "arrival order")
+            raise ValueError(msg)
+        sql = f"{_BY_TIME[func]}({col})"
     try:
         spec = AggSpec.parse(arg, sql)
     except ValueError:
@@ -69,7 +91,7 @@ def agg_text(arg: str, value: Any) -> str:  # noqa: ANN401 - a Column or a "func
         else:
             msg = f"{arg}: {sql} is not an aggregate lowwater keeps exactly: use one of {SUPPORTED} ({NOT_YET})"
         raise ValueError(msg) from None
-    return f"{spec.func}({spec.column})"
+    return spec.text
 
 
 def _is_column(value: Any) -> bool:  # noqa: ANN401
@@ -88,6 +110,8 @@ def _column_sql(arg: str, col: Any) -> str:  # noqa: ANN401
     if node is not None:
         kind = node.getClass().getSimpleName()
         sql = str(node.sql())
+        if kind == "UnresolvedFunction" and bool(node.isDistinct()) and re.match(r"^count\(", sql, re.I):
+            return f"count_distinct({sql.split('(', 1)[1]}"  # count(DISTINCT c): its text is count(c)
         if kind == "UnresolvedFunction" and bool(node.isDistinct()):
             msg = f"{arg}: {_distinct(sql, node)} is not an aggregate lowwater keeps exactly ({NOT_YET})"
             raise ValueError(msg)

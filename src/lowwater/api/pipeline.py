@@ -116,7 +116,9 @@ class Pipeline:
         if not aggregates:
             msg = "agg(**aggregates): name at least one, e.g. agg(total=F.sum(\"amount\"))"
             raise ValueError(msg)
-        texts = {n: agg_text(f"agg({n}=...)", v) for n, v in aggregates.items()}
+        src = self.data.get("source", {})
+        times = tuple(t.get("event_time") for t in (src if isinstance(src, list) else [src]) if isinstance(t, dict))
+        texts = {n: agg_text(f"agg({n}=...)", v, times) for n, v in aggregates.items()}
         return self._with("window", aggregations=texts)
 
     def lateness(self, grace: Any = "0s", policy: str = "side_output") -> Pipeline:  # noqa: ANN401

@@ -65,12 +65,14 @@ def sum_overflow(error: BaseException) -> str | None:
     wraps around silently) names the column; Spark's ANSI check
     (``ARITHMETIC_OVERFLOW``) does not.
     """
+    from lowwater.core.partials import COLLECTION_OVER
     from lowwater.spark.operators.windowed.executor import SUM_OVERFLOW
 
     text = str(error)
-    at = text.find(SUM_OVERFLOW)
-    if at >= 0:
-        return text[at:].splitlines()[0]
+    for prefix in (SUM_OVERFLOW, COLLECTION_OVER):  # a collection past its bound (ADR 0034) says so the same way
+        at = text.find(prefix)
+        if at >= 0:
+            return text[at:].splitlines()[0]
     for code in ("ARITHMETIC_OVERFLOW", "NUMERIC_VALUE_OUT_OF_RANGE"):  # a bigint's, a decimal's
         if code in text:
             return f"a sum left its type (Spark: {code}): give the value column a wider type or a double"

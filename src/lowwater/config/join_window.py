@@ -31,6 +31,7 @@ from typing import Any
 from lowwater.config.errors import ConfigError
 from lowwater.config.join import JOIN_WINDOW, JoinConfig
 from lowwater.config.window import parse_window
+from lowwater.core.aggregates import windowed_only
 
 # The placeholder window of a join with windows after it: its type selects that operator.
 JOIN_WINDOW_AFTER = replace(JOIN_WINDOW, type="join_window")
@@ -47,6 +48,9 @@ def parse_join_window(win: Any, join: JoinConfig) -> JoinConfig:  # noqa: ANN401
         msg = (f"window.type: {window.type!r} after a [join] is not supported "
                f"(windows after a join are {' or '.join(JOIN_WINDOW_TYPES)})")
         raise ConfigError(msg)
+    why = windowed_only(window.aggregations, "windows after a join")
+    if why:
+        raise ConfigError(f"window.aggregations.{why}")
     joined = join.output_columns()
     for role, names in (("window.key", window.key), ("window.aggregations", window.value_columns)):
         for c in names:

@@ -5,13 +5,15 @@ input: sum, min, max, non-null count), so on-time rows, late updates and
 stored state combine by addition / min / max: ``avg = sum / non-null``,
 ``count_if(c)`` the non-null count of the input "1 where ``c`` is true", and
 the variances and standard deviations come from the moments (non-null count,
-sum, and the sum of the input "``c`` squared"). The layout and the function ->
+sum, and the sum of the input "``c`` squared"), ``first_by_time``/``last_by_time``
+the min/max of the input "(event time, arrival order, ``c``)". The layout and the function ->
 field mapping are ``core/partials.py``; ``ALIASES`` are Spark's other names.
 
 Which column types an aggregate takes is Spark SQL's rule (:data:`NEEDS`):
 ``count`` counts the non-null values of any type, ``min``/``max`` compare
 numbers, strings (by code point), dates, timestamps and booleans, ``sum``,
-``avg`` and the variances need numbers, ``count_if`` a boolean. Types are
+``avg`` and the variances need numbers, ``count_if`` a boolean; ``first_by_time``
+and ``last_by_time`` take what ``min``/``max`` take. Types are
 Spark's type names (``DataType.simpleString``: ``int``, ``decimal(12,2)``,
 ``string``, ``array<int>``): the check runs on a schema read before Spark
 starts (``io/headers.py``) and on Spark's own.
@@ -25,11 +27,13 @@ from dataclasses import dataclass
 
 from lowwater.core.partials import COLUMN, OUTPUTS
 
-FUNCTIONS = tuple(OUTPUTS)  # count, sum, min, max, avg, count_if, var_samp, var_pop, stddev_samp, stddev_pop
+FUNCTIONS = tuple(OUTPUTS)  # count, sum, min, max, avg, count_if, the variances, first/last_by_time, collections
 # Spark SQL's other names of the same aggregates (``stddev`` and ``variance`` are the sample ones, as in Spark).
 ALIASES = {"stddev": "stddev_samp", "std": "stddev_samp", "variance": "var_samp"}
 _NAMES = sorted([*FUNCTIONS, *ALIASES], key=len, reverse=True)
-_AGG = re.compile(rf"^\s*({'|'.join(_NAMES)})\s*\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\)\s*$", re.I)
+_AGG = re.compile(rf"^\s*({'|'.join(_NAMES)})\s*\(\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(?:,\s*([0-9.eE+-]+)\s*)?\)\s*$",
+                  re.I)
+WITH_FRACTION = ("approx_percentile",)  # func(column, p): p in [0, 1]
 
 
 @dataclass(frozen=True)
@@ -39,21 +43,41 @@ class AggSpec:
     name: str
     func: str
     column: str
+    fraction: float | None = None  # ``approx_percentile``'s p
+
+    @property
+    def text(self) -> str:
+        """``func(column)``, or ``func(column, p)``: as the file holds it."""
+        p = "" if self.fraction is None else f", {self.fraction}"
+        return f"{self.func}({self.column}{p})"
 
     @classmethod
     def parse(cls, name: str, expr: str) -> AggSpec:
         """``AggSpec.parse("total", "sum(amount)")``; raises ValueError when malformed."""
         m = _AGG.match(str(expr))
-        if not m:
-            msg = f"aggregation {name!r}: {expr!r} is not one of {', '.join(f + '(column)' for f in FUNCTIONS)}"
+        forms = ", ".join(f + ("(column, p)" if f in WITH_FRACTION else "(column)") for f in FUNCTIONS)
+        if not m or (m.group(3) is None) != (m.group(1).lower() not in WITH_FRACTION):
+            msg = f"aggregation {name!r}: {expr!r} is not one of {forms}"
             raise ValueError(msg)
         func = m.group(1).lower()
-        return cls(name, ALIASES.get(func, func), m.group(2))
+        fraction = None
+        if m.group(3) is not None:
+            try:
+                fraction = float(m.group(3))
+            except ValueError:
+                fraction = -1.0
+            if not 0.0 <= fraction <= 1.0:
+                msg = f"aggregation {name!r}: {expr!r}: p must be a number from 0 to 1"
+                raise ValueError(msg)
+        return cls(name, ALIASES.get(func, func), m.group(2), fraction)
 
 
 # What each aggregate needs of its column's type, as a class of :func:`type_class`.
 NUMERIC, ORDERED, ANY, BOOLEAN = "numeric", "ordered", "any", "boolean"
 NEEDS = {"count": ANY, "sum": NUMERIC, "avg": NUMERIC, "min": ORDERED, "max": ORDERED, "count_if": BOOLEAN,
+         "first_by_time": ORDERED, "last_by_time": ORDERED,  # a value that travels as itself (``aggtypes``)
+         "count_distinct": ORDERED, "collect_set": ORDERED, "collect_list": ORDERED, "approx_count_distinct": ORDERED,
+         "approx_percentile": NUMERIC,
          **dict.fromkeys(("var_samp", "var_pop", "stddev_samp", "stddev_pop"), NUMERIC)}
 _TAKES = {NUMERIC: {NUMERIC}, ORDERED: {NUMERIC, ORDERED}, ANY: {NUMERIC, ORDERED, ANY}}
 _NEED_TEXT = {NUMERIC: "a number", ORDERED: "a number, string, date, timestamp or boolean", BOOLEAN: "a boolean"}
@@ -86,6 +110,26 @@ def type_problem(spec: AggSpec, type_name: str) -> str | None:
     elif type_class(type_name) in _TAKES[need]:
         return None
     return f"{spec.func}({spec.column}) needs {_NEED_TEXT[need]}, but column {spec.column!r} is {type_name}"
+
+
+BY_TIME_FUNCS = ("first_by_time", "last_by_time")
+COLLECTIONS = ("count_distinct", "collect_set", "collect_list", "approx_count_distinct", "approx_percentile")
+
+
+def windowed_only(specs: tuple[AggSpec, ...] | list[AggSpec], where: str) -> str | None:
+    """Why ``where`` (sessions, windows after a join, reconcile) cannot keep these aggregates (None: it can).
+
+    A by-time input orders rows by (event time, arrival order), and only the tumbling/hopping operator carries a
+    row's arrival order across steps into its state (ADR 0034).
+    """
+    for s in specs:
+        if s.func in BY_TIME_FUNCS:
+            return (f"{s.name} = {s.func}({s.column}): {where} do not keep a row's arrival order, which breaks "
+                    "ties of event time, so first/last by event time is kept by tumbling and hopping windows only")
+        if s.func in COLLECTIONS:
+            return (f"{s.name} = {s.func}({s.column}): {where} do not keep a collection's values in their state "
+                    "yet, so distinct counts and collections are kept by tumbling and hopping windows only")
+    return None
 
 
 def value_columns(specs: list[AggSpec]) -> list[str]:

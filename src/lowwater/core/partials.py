@@ -20,6 +20,9 @@ ratio of two (``avg = sum / non-null``)::
     count(c) = nonnull   sum(c) = sum   min(c) = min   max(c) = max
     avg(c)   = sum / nonnull            (and a window's ``count`` column = rows)
     count_if(c) = nonnull of "c true"   var/stddev(c) from nonnull, sum of c, sum of "c squared"
+    first_by_time(c) / last_by_time(c) = min / max of "(event, arrival, c)" (its value part)
+    count_distinct(c) / collect_set(c) = size / values of the sum ("union") of "c as a set"
+    collect_list(c) = values of the sum ("merge in order") of "(event, arrival, c) as a list"
 
 An aggregate is one entry of :data:`OUTPUTS`: the fields it reads and how they
 finish (:data:`FINISH`; ADR 0034).
@@ -53,6 +56,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from lowwater.core.partial_values import (  # noqa: F401 - their names are part of the layout's
+    COLLECTION_LIMIT,
+    COLLECTION_OVER,
+    HLL_LG_K,
+    KLL_K,
+    Collection,
+    Quantiles,
+    Sketch,
+    hll_bytes,
+    kll_bytes,
+)
+
 
 @dataclass(frozen=True)
 class Field:
@@ -83,14 +98,34 @@ WIDTH = len(VALUE_FIELDS)
 
 # What a value input is of its column: the values themselves, their squares (numbers; ``int`` kinds as
 # bigint, others as double), or 1 where a boolean is true and null otherwise (its non-null count counts them).
-COLUMN, SQUARE, TRUE = "", "square", "true"
-INPUTS = (COLUMN, SQUARE, TRUE)
+# A by-time input is the tuple (event µs, arrival order, minor arrival order, value): never null (a null value is
+# kept inside), its min the row first by event time and its max the last, ties broken by arrival (ADR 0034).
+COLUMN, SQUARE, TRUE, BY_TIME = "", "square", "true", "by_time"
+# A collection input keeps its values in its *sum* field, where "adding" is a set union (SET: distinct values,
+# sorted) or a merge of (event, arrival, value) entries in their order (LIST); nulls are skipped, as Spark's.
+SET, LIST = "set", "list"
+# A sketch input keeps a DataSketches HLL sketch (its compact bytes on Spark) in its sum field, "added" by union.
+HLL, KLL = "hll", "kll"  # a KLL quantiles sketch of the values as doubles likewise (approx_percentile)
+INPUTS = (COLUMN, SQUARE, TRUE, BY_TIME, SET, LIST, HLL, KLL)
 
 
-def input_value(v: object, of: str) -> object:
-    """Value input ``of`` of one value ``v`` in Python (``NaN``: null): ``spark/aggtypes.input_expr``'s twin."""
+def input_value(v: object, of: str, at: tuple[int, ...] = ()) -> object:
+    """Value input ``of`` of one value ``v`` in Python (``NaN``: null): ``spark/aggtypes.input_expr``'s twin.
+
+    ``at``: the row's (event µs, arrival order, minor order), which a :data:`BY_TIME` input carries.
+    """
+    if of == BY_TIME:
+        return (*at, None if v is None or v != v else v)
     if v is None or v != v:
         return math.nan
+    if of == SET:
+        return Collection((v,), unique=True)
+    if of == LIST:
+        return Collection(((*at, v),), unique=False)
+    if of == HLL:
+        return Sketch(hll_bytes((v,)))
+    if of == KLL:
+        return Quantiles(kll_bytes((v,)))
     if of == SQUARE:  # integers exact, others as doubles (``aggtypes.input_type``)
         return v * v if isinstance(v, int) else float(v) * float(v)  # type: ignore[arg-type]
     if of == TRUE:
@@ -134,6 +169,23 @@ def _root(v: float | None) -> float | None:
     return None if v is None else math.sqrt(v)
 
 
+def _timed_value(t: tuple | None) -> object:
+    """The value of a by-time input's min or max (None: no row)."""
+    return None if t is None else t[-1]
+
+
+def _size(c: Collection | None) -> int:
+    return 0 if c is None else len(c)
+
+
+def _collected(c: Collection | None) -> list:
+    return [] if c is None else c.values()
+
+
+def _estimate(s: Sketch | None) -> int:
+    return 0 if s is None else s.estimate()
+
+
 # How the values read give the result (Spark SQL's twin: ``spark/aggtypes.result_expr``, the same arithmetic).
 FINISH: dict[str, Callable[..., object]] = {
     "value": lambda v: v,
@@ -142,6 +194,11 @@ FINISH: dict[str, Callable[..., object]] = {
     "var_pop": lambda n, s, q: _variance(n, s, q, sample=False),
     "stddev_samp": lambda n, s, q: _root(_variance(n, s, q, sample=True)),
     "stddev_pop": lambda n, s, q: _root(_variance(n, s, q, sample=False)),
+    "timed_value": _timed_value,
+    "size": _size,
+    "collected": _collected,
+    "estimate": _estimate,
+    "quantile": lambda q, p: None if q is None else q.quantile(p),  # p: the aggregate's fraction
 }
 _MOMENTS = (Read(NONNULL), Read(SUM), Read(SUM, SQUARE))  # n, Σx, Σx²: all merge by sum, so retractions undo them
 
@@ -153,6 +210,17 @@ OUTPUTS: dict[str, Output] = {
     "avg": Output((Read(SUM), Read(NONNULL)), "ratio"),
     "count_if": Output((Read(NONNULL, TRUE),)),
     **{f: Output(_MOMENTS, f) for f in ("var_samp", "var_pop", "stddev_samp", "stddev_pop")},
+    # The value of the row first (last) by (event time, arrival): the min (max) of the by-time input.
+    "first_by_time": Output((Read(MIN, BY_TIME),), "timed_value"),
+    "last_by_time": Output((Read(MAX, BY_TIME),), "timed_value"),
+    # Distinct values (sorted) and every value in (event time, arrival) order, bounded (COLLECTION_LIMIT).
+    "count_distinct": Output((Read(SUM, SET),), "size"),
+    "collect_set": Output((Read(SUM, SET),), "collected"),
+    "collect_list": Output((Read(SUM, LIST),), "collected"),
+    # An HLL sketch's estimate (DataSketches, lg K 12: relative standard error about 1.6 %; exact while small).
+    "approx_count_distinct": Output((Read(SUM, HLL),), "estimate"),
+    # A value of the column at rank p of a KLL sketch (k 200: rank error about 1.65 %; exact up to 200 values).
+    "approx_percentile": Output((Read(SUM, KLL),), "quantile"),
 }
 
 
@@ -298,7 +366,7 @@ def stored(p: Sequence) -> list:
     return out
 
 
-def output(func: str, p: Sequence, i: int | Callable[[str], int]) -> object:
+def output(func: str, p: Sequence, i: int | Callable[[str], int], fraction: float | None = None) -> object:
     """The value of aggregate ``func`` from partial ``p`` (None when null).
 
     ``i``: the value input each read is of -- an index when every read is of
@@ -306,4 +374,5 @@ def output(func: str, p: Sequence, i: int | Callable[[str], int]) -> object:
     """
     out = OUTPUTS[func]
     where = i if callable(i) else (lambda _of: i)
-    return FINISH[out.finish](*[p[position(r.field, where(r.of))] for r in out.reads])
+    args = [p[position(r.field, where(r.of))] for r in out.reads]
+    return FINISH[out.finish](*args, *([] if fraction is None else [fraction]))

@@ -95,7 +95,7 @@ def fingerprint(cfg: PipelineConfig, schema: str | dict[str, str]) -> dict[str, 
             w = j.window
             keys["join"] += (f"; then {w.type} {_dur(w.size_us)} slide {_dur(w.slide_us)} offset {_dur(w.offset_us)} "
                              f"lateness {_dur(w.allowed_lateness_us)} key {list(w.key)} "
-                             f"aggregations {', '.join(f'{a.name} = {a.func}({a.column})' for a in w.aggregations)}, "
+                             f"aggregations {', '.join(f'{a.name} = {a.text}' for a in w.aggregations)}, "
                              f"{w.accumulation}")
     win, early = cfg.window, cfg.early
     return {
@@ -107,7 +107,7 @@ def fingerprint(cfg: PipelineConfig, schema: str | dict[str, str]) -> dict[str, 
         "window.gap": _dur(win.gap_us),
         "window.allowed_lateness": _dur(win.allowed_lateness_us),
         "window.key": ", ".join(win.key) or "unset",
-        "window.aggregations": ", ".join(f"{a.name} = {a.func}({a.column})" for a in win.aggregations) or "unset",
+        "window.aggregations": ", ".join(f"{a.name} = {a.text}" for a in win.aggregations) or "unset",
         "window.accumulation": win.accumulation,
         "trigger.early": "unset" if early is None else (
             f"every {early.every_rows} rows" if early.every_rows is not None else f"every {_dur(early.every_us)}"),

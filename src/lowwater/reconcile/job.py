@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import ConfigError, PipelineConfig
+from lowwater.core.aggregates import windowed_only
 from lowwater.core.reconcile import CAUSES
 from lowwater.io.checkpoint import check_outputs_match, fingerprint
 from lowwater.io.outputs import OUTPUT_CONF
@@ -70,6 +71,9 @@ def check_supported(cfg: PipelineConfig) -> None:
         msg = ("reconcile: session windows with late.policy = \"drop\" are not supported yet (a session row's "
                "verdict depends on the session state; use side_output)")
         raise ConfigError(msg)
+    why = windowed_only(cfg.window.aggregations, "reconcile's recomputations")
+    if why:
+        raise ConfigError(f"reconcile: {why}")
     if cfg.source.format == "kafka":
         raise ConfigError("reconcile: a Kafka source has no log to recompute from (source.format = \"kafka\")")
     if cfg.source.format == "dataframe":  # the Python API's DataFrame: lowwater kept no log of its rows

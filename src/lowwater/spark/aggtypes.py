@@ -33,7 +33,22 @@ A value input other than the column itself (``core/partials.INPUTS``) is
 computed where a row is read (:func:`arrow_input`, :func:`input_expr`) and
 typed by :func:`input_type`: squares of integers bigint, other squares double,
 a boolean's true values 1. ``count_if`` is bigint; the variances and standard
-deviations are doubles.
+deviations are doubles. A by-time input is the struct ``(e, b, s, m, v)``: the
+row's event µs, its arrival order (the step, then ``_seq``, ``_seq_minor``
+within it) and its value as it travels; Spark SQL orders structs field by field, so its ``min``/``max``
+(``first_by_time``/``last_by_time``) is the row first/last by event time, ties
+broken by arrival, and the result is ``v`` in the column's type.
+
+A collection input (``count_distinct``, ``collect_set``, ``collect_list``)
+keeps an array in its sum field: the distinct values as they travel, sorted
+(a set), or the by-time structs sorted (a list, so in event-time order);
+:func:`collection_merge` merges two, bounded by ``partials.COLLECTION_LIMIT``
+values (past it the step fails with one line). Its min/max fields stay null.
+A sketch input (``approx_count_distinct``) keeps the compact bytes of a
+DataSketches HLL sketch (built by ``partials.hll_bytes`` where rows are read),
+merged by Spark's ``hll_union_agg`` and read by ``hll_sketch_estimate``; a
+quantiles input (``approx_percentile``) a KLL doubles sketch, merged by
+``kll_merge_agg_double`` and read by ``kll_sketch_get_quantile_double`` (a double).
 """
 
 from __future__ import annotations
@@ -48,7 +63,23 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.core.partials import COLUMN, MIN, OUTPUTS, SQUARE, TRUE, Field, Read, layout
+from lowwater.core.partials import (
+    BY_TIME,
+    COLLECTION_LIMIT,
+    COLLECTION_OVER,
+    COLUMN,
+    HLL,
+    KLL,
+    LIST,
+    MIN,
+    OUTPUTS,
+    SET,
+    SQUARE,
+    TRUE,
+    Field,
+    Read,
+    layout,
+)
 
 SUM_OVERFLOW = "lowwater: sum overflow"  # the CLI turns an error starting so into its one line
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -111,6 +142,10 @@ def field_type(field: Field, dt: T.DataType) -> T.DataType:
     """The type of a partial field of a value column of type ``dt`` (counts are bigint)."""
     if field.counts:
         return T.LongType()
+    if isinstance(dt, T.StructType):  # a by-time input: its min/max is the struct, its sum stays null
+        return T.LongType() if field.fold == "sum" else dt
+    if isinstance(dt, (T.ArrayType, T.BinaryType)):  # a collection or sketch: its sum; min/max stay null
+        return dt if field.fold == "sum" else T.LongType()
     kind = value_kind(dt)
     if field.fold == "sum":
         return sum_type(dt) if kind in NUMBER_KINDS else T.LongType()  # null for a non-number
@@ -130,7 +165,7 @@ def _decoded(value: Column, dt: T.DataType) -> Column:
     return value.cast(field_type(MIN, dt))
 
 
-def result_expr(func: str, dt: T.DataType, col: Callable[..., Column]) -> Column:
+def result_expr(func: str, dt: T.DataType, col: Callable[..., Column], fraction: float | None = None) -> Column:
     """Aggregate ``func`` of a column typed ``dt`` from the partial columns it reads, typed as Spark SQL.
 
     ``col(field)`` is a field of the column's own value input, ``col(field, of)``
@@ -152,6 +187,29 @@ def result_expr(func: str, dt: T.DataType, col: Callable[..., Column]) -> Column
         if one.field.counts or value_kind(dt) in NUMBER_KINDS:
             return value.cast(field_type(one.field, dt))
         return _decoded(value, dt)
+    if out.finish == "timed_value":
+        (one,) = out.reads
+        value = read(one).getField("v")
+        return value.cast(field_type(MIN, dt)) if value_kind(dt) in NUMBER_KINDS else _decoded(value, dt)
+    if out.finish == "size":
+        (one,) = out.reads
+        return F.coalesce(F.size(read(one)), F.lit(0)).cast("long")
+    if out.finish == "quantile":
+        (one,) = out.reads
+        sketch = read(one)
+        return F.when(F.kll_sketch_get_n_double(sketch) > 0,
+                      F.kll_sketch_get_quantile_double(sketch, F.lit(fraction))).cast("double")
+    if out.finish == "estimate":
+        (one,) = out.reads
+        return F.coalesce(F.hll_sketch_estimate(read(one)), F.lit(0)).cast("long")
+    if out.finish == "collected":
+        (one,) = out.reads
+        arr = F.coalesce(read(one), F.array())
+        if one.of == LIST:
+            arr = F.transform(arr, lambda x: x.getField("v"))
+        if value_kind(dt) == "ordinal":
+            return F.transform(arr, lambda x: _decoded(x, dt))
+        return arr.cast(T.ArrayType(field_type(MIN, dt) if value_kind(dt) in NUMBER_KINDS else value_cast(dt)))
     if out.finish == "ratio":
         value, per = (read(r) for r in out.reads)
         # Null when ``per`` is 0, whatever ``value`` is: reconcile's expected value of a window whose rows were all
@@ -175,11 +233,48 @@ def input_type(dt: T.DataType, of: str) -> T.DataType:
         return T.LongType() if value_kind(dt) == "int" else T.DoubleType()
     if of == TRUE:
         return T.LongType()
+    if of == BY_TIME:
+        return by_time_type(dt)
+    if of == SET:
+        return T.ArrayType(value_cast(dt))
+    if of == LIST:
+        return T.ArrayType(by_time_type(dt))
+    if of in (HLL, KLL):
+        return T.BinaryType()
     return dt
 
 
+def sketch_merge(col: Column, of: str = HLL) -> Column:
+    """The union of HLL sketches (lg K as the sketches': ``partials.HLL_LG_K``) or the merge of KLL sketches."""
+    return F.kll_merge_agg_double(col) if of == KLL else F.hll_union_agg(col, True)
+
+
+def collection_merge(arrays: Column, of: str) -> Column:
+    """The merge of a collection field over rows: ``arrays`` is ``collect_list`` of it (an array of arrays).
+
+    The union (a set) or every entry (a list), nulls dropped, sorted; past ``COLLECTION_LIMIT`` values the
+    step fails with one line (``raise_error``), never a silently cut collection.
+    """
+    flat = F.filter(F.flatten(arrays), lambda x: x.isNotNull())
+    merged = F.array_sort(F.array_distinct(flat) if of == SET else flat)
+    msg = f"{COLLECTION_OVER}: one window's collection holds more than {COLLECTION_LIMIT} values"
+    return F.when(F.size(merged) > F.lit(COLLECTION_LIMIT), F.raise_error(F.lit(msg))).otherwise(merged)
+
+
+def by_time_type(dt: T.DataType) -> T.StructType:
+    """The by-time input of a column of type ``dt``: (event µs, step, arrival order in it, minor order, value)."""
+    return T.StructType([*[T.StructField(c, T.LongType()) for c in "ebsm"], T.StructField("v", value_cast(dt))])
+
+
 def input_expr(col: Column, dt: T.DataType, of: str = COLUMN) -> Column:
-    """A value input of a column as it travels (:func:`value_expr` of :func:`input_type`), in Spark SQL."""
+    """A value input of a column as it travels (:func:`value_expr` of :func:`input_type`), in Spark SQL.
+
+    A by-time input needs the row's arrival order, which only the windowed executors have: refused here
+    (sessions and reconcile refuse ``first_by_time``/``last_by_time`` before this is reached).
+    """
+    if of in (BY_TIME, SET, LIST, HLL, KLL):
+        msg = "first/last by time and collections are kept by the windowed operator only"
+        raise ValueError(msg)
     if of == SQUARE:
         v = col.cast(input_type(dt, of))
         return v * v
@@ -188,8 +283,21 @@ def input_expr(col: Column, dt: T.DataType, of: str = COLUMN) -> Column:
     return value_expr(col, dt)
 
 
-def arrow_input(col: pa.ChunkedArray | pa.Array, dt: T.DataType, of: str = COLUMN) -> pa.Array:
-    """:func:`input_expr` in Arrow, for the executors (an integer square past a bigint fails the step)."""
+def arrow_input(col: pa.ChunkedArray | pa.Array, dt: T.DataType, of: str = COLUMN,
+                at: tuple[np.ndarray, ...] = ()) -> pa.Array:
+    """:func:`input_expr` in Arrow, for the executors (an integer square past a bigint fails the step).
+
+    ``at``: the rows' (event µs, step, ``_seq``, ``_seq_minor``), which a by-time input carries.
+    """
+    if of in (BY_TIME, LIST):
+        parts = [pa.array(a, pa.int64()) for a in at]
+        v = arrow_values(col, dt)
+        mask = pc.is_null(v) if of == LIST else None  # a list's entry is null where its value is: skipped
+        return pa.StructArray.from_arrays([*parts, v], names=[*"ebsm", "v"], mask=mask)
+    if of in (SET, HLL):  # the values: the fold takes their distinct values per group (and sketches them)
+        return arrow_values(col, dt)
+    if of == KLL:  # the values as doubles: the fold sketches each group's
+        return pc.cast(arrow_values(col, dt), pa.float64(), safe=False)
     if of == SQUARE:
         v = arrow_values(col, dt)
         if value_kind(dt) != "int":

@@ -70,29 +70,32 @@ class _Panes:
         return self.open.setdefault(win, [Pane(self.mode, self.trigger) for _ in self.columns])
 
     @staticmethod
-    def _agg(row: dict, column: tuple[str, str] | None) -> Agg:
-        value = 1.0 if column is None else partials.input_value(row.get(column[0]), column[1])
-        return Agg(*partials.of_rows([(value,)], 1))
+    def _agg(row: dict, column: tuple[str, str] | None, at: tuple[int, int] = (0, 0)) -> Agg:
+        """One row's partial of one value input; ``at``: its (event µs, arrival position) for a by-time input."""
+        value = 1.0 if column is None else partials.input_value(row.get(column[0]), column[1], at)
+        p = partials.empty(1)
+        partials.add_row_where(p, (value,), (column is None or column[1] != partials.BY_TIME,))
+        return Agg(*p)
 
     def _rows(self, win: tuple, emitted: list[list[Emission]]) -> list[tuple]:
         key, start, end = win
         out = []
         for k, e in enumerate(emitted[0]):
             flat = [e.value.n, *[x for pane in emitted for x in pane[k].value.parts[1:]]]  # every input's partial
-            values = [partials.output(a.func, flat, input_index(self.inputs, a)) for a in self.aggs]
+            values = [partials.output(a.func, flat, input_index(self.inputs, a), a.fraction) for a in self.aggs]
             out.append((key, start / 1e6, end / 1e6, str(e.kind), e.revision, e.value.n,
-                        *[None if v is None else float(v) for v in values]))
+                        *[v if v is None or isinstance(v, list) else float(v) for v in values]))
         return out
 
-    def admit(self, win: tuple, row: dict) -> None:
+    def admit(self, win: tuple, row: dict, at: tuple[int, int] = (0, 0)) -> None:
         for pane, col in zip(self._panes(win), self.columns, strict=True):
-            pane.admit(self._agg(row, col), now_us=0)
+            pane.admit(self._agg(row, col, at), now_us=0)
 
-    def late(self, win: tuple, row: dict) -> list[tuple]:
+    def late(self, win: tuple, row: dict, at: tuple[int, int] = (0, 0)) -> list[tuple]:
         if win not in self.fired:  # no on-time row: the window fired empty (no final), now its first revision
             self.fired.setdefault(win, [Pane(self.mode, self.trigger, fired=True) for _ in self.columns])
         panes = self.fired[win]
-        return self._rows(win, [p.late(self._agg(row, c)) for p, c in zip(panes, self.columns, strict=True)])
+        return self._rows(win, [p.late(self._agg(row, c, at)) for p, c in zip(panes, self.columns, strict=True)])
 
     def fire_due(self, w_us: float) -> list[tuple]:
         """Fire every open window whose end ``w_us`` has reached (``inf``: the drain)."""
@@ -182,13 +185,14 @@ def run(s: Scenario, cuts: list[int] | None = None,
             for k, i in enumerate(data.tolist()):
                 out.panes += panes.fire_due(int(j.watermark_us[k]))
                 row = log.rows[i]
+                at = (int(j.event_us[k]), len(w_rows) + k)  # (event, arrival position): a by-time input's order
                 key = "|".join(str(row[c]) for c in cfg.window.key)
                 for p in by_row[pair_at[k]:pair_at[k + 1]].tolist():
                     win = (key, int(j.pairs.start[p]), int(j.pairs.end[p]))
                     if j.verdict[p] == Lateness.ON_TIME:
-                        panes.admit(win, row)
+                        panes.admit(win, row, at)
                     elif j.verdict[p] == Lateness.LATE_UPDATE:
-                        out.panes += panes.late(win, row)
+                        out.panes += panes.late(win, row, at)
                     else:
                         too_late_windows.append((*_who(cfg, log, i), win[1] / 1e6, win[2] / 1e6,
                                                  int(j.watermark_us[k]) / 1e6))

@@ -29,7 +29,21 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config import PipelineConfig
 from lowwater.core.lateness import Lateness, classify, row_verdicts
-from lowwater.core.partials import ROWS, SUM, VALUE_FIELDS
+from lowwater.core.partials import (
+    BY_TIME,
+    HLL,
+    KLL,
+    LIST,
+    MAX,
+    MIN,
+    NONNULL,
+    ROWS,
+    SET,
+    SUM,
+    VALUE_FIELDS,
+    hll_bytes,
+    kll_bytes,
+)
 from lowwater.core.watermarks import clip_future
 from lowwater.core.windows import WindowAssigner
 from lowwater.spark.aggtypes import SUM_OVERFLOW, arrow_input, summed, value_kind
@@ -100,15 +114,54 @@ def contrib_schema(layout: StateLayout, payload: list[T.StructField] | None) -> 
     return T.StructType(fields)
 
 
+def _time_ranks(allon: pa.Table, timed: list[int]) -> tuple[pa.Table, np.ndarray | None]:
+    """Each pair's place in (event, arrival) order as ``_rank`` (Arrow has no min/max of a struct): the by-time
+    inputs' min/max per group are the pairs of the group's min/max rank. Returns the table and the ordering."""
+    if not timed:
+        return allon, None
+    by = allon.column(f"_v{timed[0]}").combine_chunks()  # every by-time input of a row has its (e, s, m)
+    order = pc.sort_indices(pa.table({c: by.field(c) for c in "ebsm"}),
+                            sort_keys=[(c, "ascending") for c in "ebsm"]).to_numpy()
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    return allon.append_column("_rank", pa.array(rank)), order
+
+
+def _collected(g: pa.Table, allon: pa.Table, j: int, of: str) -> pa.Array:
+    """A collection input's values per group, as a list (Spark's merge drops nulls, dedupes and sorts them)."""
+    if of == SET:
+        return g.column(f"_v{j}_distinct").combine_chunks()
+    if of == HLL:  # each group's distinct values, sketched (Spark's hll_union_agg merges the bytes)
+        return pa.array([hll_bytes(vs) for vs in g.column(f"_v{j}_distinct").to_pylist()], pa.binary())
+    if of == KLL:  # each group's values, sketched (Spark's kll_merge_agg_double merges the bytes)
+        return pa.array([kll_bytes(vs) for vs in g.column(f"_v{j}_list").to_pylist()], pa.binary())
+    idx = g.column("_idx_list").combine_chunks()  # Arrow has no list of a struct: the pairs' places, then take
+    return pa.ListArray.from_arrays(idx.offsets, allon.column(f"_v{j}").combine_chunks().take(idx.flatten()))
+
+
 def _fold_on_time(
     allon: pa.Table, group_cols: list[str], values: list[str], value_types: list, adds: list[bool],
-    checked: list[int],
+    checked: list[int], timed: list[int], kept: dict[int, str],
 ) -> tuple[dict[str, pa.Array], int]:
     """A task's on-time pairs folded into one partial per (key, window): the ``_kind = "P"`` rows."""
     # Each field folds the values as ``core/partials.py`` says (its ``fold`` is Arrow's name).
+    allon, order = _time_ranks(allon, timed)
     aggs: list[tuple] = [([], ROWS.fold)]
+    if timed:
+        aggs += [("_rank", "min"), ("_rank", "max")]
+    if LIST in kept.values():
+        allon = allon.append_column("_idx", pa.array(np.arange(allon.num_rows, dtype=np.int64)))
+        aggs.append(("_idx", "list"))
+    for j, of in kept.items():  # a collection: its values (``_collected``) and how many are not null
+        allon = allon.append_column(f"_c{j}", pc.cast(pc.is_valid(allon.column(f"_v{j}")), pa.int64()))
+        aggs.append((f"_c{j}", "sum"))
+        if of in (SET, HLL):
+            aggs.append((f"_v{j}", "distinct"))
+        elif of == KLL:
+            aggs.append((f"_v{j}", "list"))
     for j in range(len(values)):
-        aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS if adds[j] or f is not SUM]
+        if j not in timed and j not in kept:
+            aggs += [(f"_v{j}", f.fold) for f in VALUE_FIELDS if adds[j] or f is not SUM]
     for j in checked:  # the same sum in doubles: Arrow's int64 and decimal sums wrap around unchecked
         allon = allon.append_column(f"_d{j}", pc.cast(allon.column(f"_v{j}"), pa.float64(), safe=False))
         aggs.append((f"_d{j}", "sum"))
@@ -118,6 +171,16 @@ def _fold_on_time(
     out: dict[str, pa.Array] = {c: g.column(c).combine_chunks() for c in group_cols}
     out[ROWS.column()] = g.column(ROWS.fold).combine_chunks()
     for j in range(len(values)):
+        if j in kept:
+            out[SUM.column(j)] = _collected(g, allon, j, kept[j])
+            out[NONNULL.column(j)] = g.column(f"_c{j}_sum").combine_chunks()
+            continue
+        if j in timed:  # a by-time input is never null: its non-null count is the rows
+            v = allon.column(f"_v{j}").combine_chunks()
+            out[NONNULL.column(j)] = out[ROWS.column()]
+            for f, end in ((MIN, "min"), (MAX, "max")):
+                out[f.column(j)] = v.take(pa.array(order[g.column(f"_rank_{end}").to_numpy()]))
+            continue
         for f in VALUE_FIELDS:
             if adds[j] or f is not SUM:  # a non-number's sum is left null (``shaped``)
                 out[f.column(j)] = g.column(f"_v{j}_{f.fold}").combine_chunks()
@@ -136,8 +199,13 @@ def make_contribute(
     payload: list[str] | None,
     has_arrival: bool,
     out_schema: T.StructType,
+    step: int = 0,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Build the ``mapInArrow`` function (a closure that pickles to the executors)."""
+    """Build the ``mapInArrow`` function (a closure that pickles to the executors).
+
+    ``step``: the step's number, the first part of a row's arrival order in a by-time input (``_seq`` is the
+    order within the step).
+    """
     keys = list(layout.keys)
     values = list(layout.values)
     group_cols = [*keys, "window_start", "window_end"]
@@ -162,11 +230,21 @@ def make_contribute(
             v = part[f"_v{j}"]
             valid = pc.cast(pc.is_valid(v), pa.int64())
             out.update({f.column(j): valid if f.counts else v for f in VALUE_FIELDS})
-            if not adds[j]:  # a string or date has no sum (spark/aggtypes.py)
+            if j in kept and kept[j] in (HLL, KLL):  # the sketch of the one value (null: none)
+                sketch = hll_bytes if kept[j] == HLL else kll_bytes
+                out[SUM.column(j)] = pa.array([None if x is None else sketch((x,)) for x in v.to_pylist()],
+                                              pa.binary())
+                out[MIN.column(j)] = out[MAX.column(j)] = pa.nulls(n, pa.int64())
+            elif j in kept:  # a collection of the one value (null: dropped by the merge); no min/max
+                out[SUM.column(j)] = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), v)
+                out[MIN.column(j)] = out[MAX.column(j)] = pa.nulls(n, pa.int64())
+            elif not adds[j]:  # a string or date has no sum (spark/aggtypes.py)
                 out[SUM.column(j)] = pa.nulls(n, pa.int64())
         return out
 
     checked = [j for j, t in enumerate(value_types) if value_kind(t) in ("int", "decimal")]  # Arrow's sums wrap
+    timed = [j for j, of in enumerate(inputs) if of == BY_TIME]
+    kept = {j: of for j, of in enumerate(inputs) if of in (SET, LIST, HLL, KLL)}
     adds = [summed(t) for t in value_types]
 
     def contribute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -187,8 +265,9 @@ def make_contribute(
             cols: dict[str, pa.Array] = {k: b.column(k).take(take) for k in keys}
             cols["window_start"] = pa.array(pairs.start)
             cols["window_end"] = pa.array(pairs.end)
+            at = (event, np.full(b.num_rows, step, np.int64), seq, minor)  # a by-time input's (event, arrival)
             for j, v in enumerate(values):  # int64, decimal or float64 (NaN -> null): spark/aggtypes.py
-                cols[f"_v{j}"] = arrow_input(b.column(v), column_types[j], inputs[j]).take(take)
+                cols[f"_v{j}"] = arrow_input(b.column(v), column_types[j], inputs[j], at).take(take)
             on = verdict == Lateness.ON_TIME
             if on.any():
                 mask = pa.array(on)
@@ -210,7 +289,8 @@ def make_contribute(
                         part[PAYLOAD + c] = b.column(c).take(rows)
                 other.append(shaped(part, len(sel)))
         if on_tables:
-            yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, labels, value_types, adds, checked))
+            yield shaped(*_fold_on_time(pa.concat_tables(on_tables), group_cols, labels, value_types, adds, checked,
+                                        timed, kept))
         yield from other
         if row_counts.any():
             yield shaped({"_kind": pa.array(["A"] * 3, pa.string()), "_w": pa.array(np.arange(3, dtype=np.int64)),

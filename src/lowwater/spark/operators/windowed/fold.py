@@ -47,10 +47,17 @@ from pyspark.sql import types as T
 
 from lowwater.core import partials
 from lowwater.core.aggregates import AggSpec, input_index, value_inputs
-from lowwater.core.partials import COLUMN
+from lowwater.core.partials import COLUMN, HLL, KLL, LIST, SET
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
 from lowwater.runtime.columns import cols, memo, select, select_built
-from lowwater.spark.aggtypes import field_type, input_expr, input_type, result_expr
+from lowwater.spark.aggtypes import (
+    collection_merge,
+    field_type,
+    input_expr,
+    input_type,
+    result_expr,
+    sketch_merge,
+)
 
 SEQ_BASE = -(2**62)
 ROWS = partials.ROWS.column()  # ``_n``: the window's ``count`` result column
@@ -160,8 +167,33 @@ class StateLayout:
         return out
 
     def merge_fn(self, col: str):  # noqa: ANN201 - a pyspark aggregate function
-        """How a state column combines: as its field merges (``_since``, a clock, by min)."""
-        return F.min if col == "_since" else _SQL[self.field_of()[col].merge]
+        """How a state column combines: as its field merges (``_since``, a clock, by min; a collection's sum by
+        ``aggtypes.collection_merge``)."""
+        if col == "_since":
+            return F.min
+        of = self.collections().get(col)
+        if of in (HLL, KLL):
+            return lambda c: sketch_merge(F.col(c), of)
+        if of is not None:
+            return lambda c: collection_merge(F.collect_list(c), of)
+        return _SQL[self.field_of()[col].merge]
+
+    def merge_over(self, col: str, frame: Window) -> Column:
+        """:meth:`merge_fn` of a partial column over a window ``frame`` (the revision fold)."""
+        of = self.collections().get(col)
+        if of in (HLL, KLL):
+            return sketch_merge(F.col(col), of).over(frame)
+        if of is not None:
+            return collection_merge(F.collect_list(col).over(frame), of)
+        return _SQL[self.field_of()[col].merge](col).over(frame)
+
+    def collections(self) -> dict[str, str]:
+        """The sum columns (and their pending/emitted copies) that hold a collection or sketch: column -> its input."""
+        out: dict[str, str] = {}
+        for c, f, i in self.partial_fields():
+            if i is not None and f is partials.SUM and self.input_of(i) in (SET, LIST, HLL, KLL):
+                out[c] = out[self.pending_of(c)] = out[self.emitted_of(c)] = self.input_of(i)
+        return out
 
     def pending_counts(self) -> set[str]:
         """The pending copies of the count fields (``_pn``, ``_p_nn{i}``): 0, not null, when nothing is pending."""
@@ -305,7 +337,7 @@ class StateLayout:
         for a in self.aggregations:
             where = input_index(pairs, a)
             expr = result_expr(a.func, self.column_type(where(COLUMN)),
-                               lambda f, of=COLUMN, where=where: F.col(f.column(where(of))))
+                               lambda f, of=COLUMN, where=where: F.col(f.column(where(of))), a.fraction)
             out.append(expr.alias(a.name))
         return out
 
@@ -372,7 +404,7 @@ def step_windows(
         before = ordered.rowsBetween(Window.unboundedPreceding, -1)
 
         def folded(frame: Window, prefix: str) -> list[Column]:
-            return [_SQL[f.merge](c).over(frame).alias(f"{prefix}{c}") for c, f, _ in layout.partial_fields()]
+            return [layout.merge_over(c, frame).alias(f"{prefix}{c}") for c, _, _ in layout.partial_fields()]
 
         partial = layout.partial_cols()
         revision = F.coalesce(F.max("_rev").over(w), F.lit(0)) + F.sum("_is_late").over(w)

@@ -167,7 +167,7 @@ class WindowedOperator:
             cols += [*self.inputs.fieldNames(), "_file"]
         return list(dict.fromkeys(cols))
 
-    def _contributions(self, plan: StepPlan, with_payload: bool) -> DataFrame:
+    def _contributions(self, plan: StepPlan, with_payload: bool, step: int = 0) -> DataFrame:
         """Executor side (``contrib``): on-time partials, late-update and too-late pairs, row counts."""
         assert plan.rows is not None
         names = self.inputs.fieldNames()
@@ -189,6 +189,7 @@ class WindowedOperator:
             payload,
             clip,
             schema,
+            step,
         )
         return plan.rows.map(fn, schema, cols)
 
@@ -210,7 +211,7 @@ class WindowedOperator:
         contrib = None
         judged = Judged((0, 0, 0), (0, 0, 0), frozenset(), None)
         if plan.data_rows:
-            contrib = self._contributions(plan, with_payload=side_output).persist()
+            contrib = self._contributions(plan, with_payload=side_output, step=step).persist()
             cache.append(contrib)
             t_c = time.monotonic()
             judged = _judged(contrib, step)  # the one pass over the rows; the rest reads the cached frame
