@@ -8,6 +8,7 @@ merge in (event, arrival) order (:class:`Collection`), an HLL union (:class:`Ske
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 KLL_K = 200  # Spark's kll_sketch_agg default: normalised rank error about 1.65 % (ADR 0034)
 HLL_LG_K = 12  # Spark's hll_sketch_agg default: relative standard error about 1.6 % (ADR 0034)
@@ -53,7 +54,7 @@ class Collection:
         return [x[-1] for x in self.items] if not self.unique else list(self.items)
 
 
-def _order_key(x: object) -> object:
+def _order_key(x: Any) -> Any:  # noqa: ANN401 - one column's values (or list entries), compared as they are
     return x
 
 
