@@ -200,6 +200,17 @@ def test_delta_on_s3_killed_crashed_refused_and_reconciled_equals_the_local_run(
         if t in KINDS:  # as pandas reads the Parquet output, batch_id (a directory there) a long
             want = {c: str(d) for c, d in parquet[t].assign(batch_id=0).dtypes.items()}
             assert {c: str(d) for c, d in s3.dtypes.items()} == want, t
+    # The local run's Delta tables equal its Parquet outputs (written by the same steps), row for row, and
+    # results_current is the last emission per window, as PostgreSQL's _current view orders them.
+    for kind in KINDS:
+        want = parquet[kind].assign(batch_id=parquet[kind]["batch_id"].astype("int64"))
+        assert rows(DeltaTable(str(local / "out" / "delta" / kind)).to_pandas()) == rows(want), kind
+    res = parquet["results"].query("kind != 'retraction'").assign(
+        final=lambda d: d["kind"] != "provisional", batch_id=lambda d: d["batch_id"].astype("int64"))
+    last = res.sort_values(["revision", "final", "batch_id"]).groupby(
+        ["key", "window_start", "window_end"], dropna=False).tail(1).drop(columns="final")
+    current = DeltaTable(str(local / "out" / "delta" / CURRENT)).to_pandas()
+    assert len(last) < len(parquet["results"]) and rows(current) == rows(last)
     assert {v for a, v in _steps(got["remote/metrics"]["txns"])} == set(range(FILES + 1))
     assert [a for a, _ in _steps(got["remote/results"]["txns"])].count("correction-results") == 1
     assert not fs.exists(f"{out}/{LOCK_NAME}")

@@ -232,6 +232,9 @@ def test_the_python_api_session_gets_s3a_and_delta_for_an_s3a_delta_output(monke
         "spark": {"s3": {"endpoint": "http://127.0.0.1:9000", "path_style_access": True}},
     }, base_dir=".")
     asked = {}
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))  # none of the user's
     monkeypatch.setattr(session_module, "get_spark", lambda spark_cfg, **kw: asked.update(kw) or "session")
     assert _session(cfg) == "session"
     names = [j.rsplit("/", 1)[-1] for j in asked["jars"]]
