@@ -12,7 +12,7 @@ from lowwater.spark.operators.windowed.operator import aggregate_layout
 
 def join(ctx: OperatorContext) -> JoinOperator:
     layout = aggregate_layout(ctx.cfg, ctx.inputs)  # no key, no aggregate: results/'s empty window columns
-    return JoinOperator(ctx.cfg, ctx.spark, layout, ctx.state_dir, ctx.sinks, ctx.inputs, ctx.clock)
+    return JoinOperator(ctx, layout)
 
 
 register_operator("join", join)  # a [join] pipeline (config/join.JOIN_WINDOW)
@@ -20,7 +20,7 @@ register_operator("join", join)  # a [join] pipeline (config/join.JOIN_WINDOW)
 
 def join_window(ctx: OperatorContext) -> JoinWindowOperator:
     layout = aggregate_layout(ctx.cfg, ctx.inputs, ctx.cfg.result_window)  # the window over the joined rows
-    return JoinWindowOperator(ctx.cfg, ctx.spark, layout, ctx.state_dir, ctx.sinks, ctx.inputs, ctx.clock)
+    return JoinWindowOperator(ctx, layout)
 
 
 register_operator("join_window", join_window)  # [join] with [window] (config/join_window.JOIN_WINDOW_AFTER)

@@ -37,17 +37,15 @@ from dataclasses import dataclass, field
 from functools import partial, reduce
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.config import PipelineConfig
 from lowwater.config.join import JoinConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.join import TOO_LATE_FOR_JOIN, JoinType, Side, SideCounts
 from lowwater.core.lateness import LatePolicy
 from lowwater.core.temporal_join import JoinKind
-from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.operators.join.executor import (
@@ -60,6 +58,7 @@ from lowwater.spark.operators.join.executor import (
     state_columns,
 )
 from lowwater.spark.operators.join.input import BUCKETS, join_columns, new_rows, state_rows
+from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
 from lowwater.spark.operators.windowed.fold import StateLayout
 from lowwater.spark.operators.windowed.operator import window_results
@@ -123,27 +122,15 @@ class JoinOperator:
 
     driver_clock_only: str | None = "the interval join runs on the driver"  # it reads plan.lookup
 
-    def __init__(
-        self,
-        cfg: PipelineConfig,
-        spark: SparkSession,
-        layout: StateLayout,
-        state_dir: str,
-        sinks: Sinks,
-        inputs: T.StructType,
-        clock: Callable[[], int],
-    ) -> None:
-        assert cfg.join is not None
-        self.cfg = cfg
-        self.join: JoinConfig = cfg.join
-        self.spark = spark
-        self.sinks = sinks
-        self.inputs = inputs
-        self.types = {f.name: f.dataType for f in inputs.fields}
-        self.state_dir = state_dir.rstrip("/")
-        self.store = BucketStateStore(spark, state_dir, self.state_schema())
+    def __init__(self, ctx: OperatorContext, layout: StateLayout) -> None:
+        assert ctx.cfg.join is not None
+        self.cfg, self.spark, self.sinks, self.inputs = ctx.cfg, ctx.spark, ctx.sinks, ctx.inputs
+        self.join: JoinConfig = ctx.cfg.join
+        self.types = {f.name: f.dataType for f in ctx.inputs.fields}
+        self.state_dir = ctx.state_dir.rstrip("/")
+        self.store = BucketStateStore(ctx.spark, ctx.state_dir, self.state_schema())
         self.layout = layout  # results/ is prepared with its (empty) window columns, as for every pipeline
-        self.clip = clipping(cfg)[0]
+        self.clip = clipping(ctx.cfg)[0]
         self.out_schema = out_schema(self.join, self.types)
         self._prepared = False
         self.last: tuple[_Pass, int] | None = None  # the last step's pass and held output W (join/windows.py)

@@ -24,16 +24,13 @@ buckets only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.config import PipelineConfig
-from lowwater.io.sink import Sinks
 from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.operators.join.operator import JoinOperator
+from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.windowed.executor import contrib_schema, make_contribute
 from lowwater.spark.operators.windowed.fold import StateLayout, step_windows
 from lowwater.spark.operators.windowed.operator import _emission_counts, _judged
@@ -47,24 +44,14 @@ VERDICTS = ("on_time", "late_updates", "too_late")  # the joined rows' window pa
 class JoinWindowOperator:
     """``[join]`` then ``[window]`` (the engine's operator for ``window.type = "join_window"``)."""
 
-    def __init__(
-        self,
-        cfg: PipelineConfig,
-        spark: SparkSession,
-        layout: StateLayout,
-        state_dir: str,
-        sinks: Sinks,
-        inputs: T.StructType,
-        clock: Callable[[], int],
-    ) -> None:
-        assert cfg.join is not None and cfg.join.window is not None
-        self.window = cfg.join.window
+    def __init__(self, ctx: OperatorContext, layout: StateLayout) -> None:
+        assert ctx.cfg.join is not None and ctx.cfg.join.window is not None
+        self.window = ctx.cfg.join.window
         self.layout = layout  # built from cfg.result_window: the window after the join (join/__init__.py)
-        self.sinks = sinks
-        self.clock = clock
-        self.join = JoinOperator(cfg, spark, layout, state_dir, sinks, inputs, clock)
+        self.sinks, self.clock = ctx.sinks, ctx.clock
+        self.join = JoinOperator(ctx, layout)
         self.store = self.join.store  # the engine's manifest: the join's buckets
-        self.windows = BucketStateStore(spark, f"{state_dir.rstrip('/')}/windows", layout.schema())
+        self.windows = BucketStateStore(ctx.spark, f"{ctx.state_dir.rstrip('/')}/windows", layout.schema())
 
     @property
     def driver_clock_only(self) -> str | None:

@@ -10,7 +10,7 @@ from lowwater.spark.operators.windowed.operator import aggregate_layout
 
 def sessions(ctx: OperatorContext) -> SessionOperator:
     layout = aggregate_layout(ctx.cfg, ctx.inputs)
-    return SessionOperator(ctx.cfg, ctx.spark, layout, ctx.state_dir, ctx.sinks, ctx.inputs, ctx.clock)
+    return SessionOperator(ctx, layout)
 
 
 register_operator("sessions", sessions)  # window.type session (config/window.py)

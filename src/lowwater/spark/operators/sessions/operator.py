@@ -23,18 +23,17 @@ import logging
 import time
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lowwater.config import PipelineConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
-from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.aggtypes import value_cast
 from lowwater.spark.clocked import CLOCK_COLUMNS
+from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.sessions.executor import COUNTS, make_session_step, out_schema, state_schema
 from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
 from lowwater.spark.operators.windowed.fold import StateLayout
@@ -53,24 +52,11 @@ class SessionOperator:
 
     driver_clock_only: str | None = None  # either row clock serves it
 
-    def __init__(
-        self,
-        cfg: PipelineConfig,
-        spark: SparkSession,
-        layout: StateLayout,
-        state_dir: str,
-        sinks: Sinks,
-        inputs: T.StructType,
-        clock: Callable[[], int],
-    ) -> None:
-        self.cfg = cfg
-        self.spark = spark
+    def __init__(self, ctx: OperatorContext, layout: StateLayout) -> None:
+        self.cfg, self.spark, self.sinks, self.inputs, self.clock = ctx.cfg, ctx.spark, ctx.sinks, ctx.inputs, ctx.clock
         self.layout = layout
-        self.sinks = sinks
-        self.inputs = inputs
-        self.clock = clock
         self.out_schema = out_schema(layout)
-        self.store = BucketStateStore(spark, state_dir, self.state_schema())
+        self.store = BucketStateStore(ctx.spark, ctx.state_dir, self.state_schema())
 
     def state_schema(self) -> T.StructType:
         return state_schema(self.layout)

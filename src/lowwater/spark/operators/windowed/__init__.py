@@ -10,7 +10,7 @@ from lowwater.spark.operators.windowed.operator import WindowedOperator, aggrega
 
 def windowed(ctx: OperatorContext) -> WindowedOperator:
     layout = aggregate_layout(ctx.cfg, ctx.inputs)
-    return WindowedOperator(ctx.cfg, ctx.spark, layout, ctx.state_dir, ctx.sinks, ctx.inputs, ctx.clock)
+    return WindowedOperator(ctx, layout)
 
 
 register_operator("windowed", windowed)  # window.type tumbling, hopping (config/window.py)

@@ -32,9 +32,9 @@ from lowwater.config import PipelineConfig
 from lowwater.config.window import WindowConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, LatePolicy
-from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import col, memo, select, watermark_ts
 from lowwater.runtime.jobs import side_by_side
+from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.windowed.executor import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
 from lowwater.spark.operators.windowed.fold import ROWS, StateLayout, step_windows
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
@@ -131,24 +131,11 @@ class WindowedOperator:
 
     driver_clock_only: str | None = None  # either row clock serves it
 
-    def __init__(
-        self,
-        cfg: PipelineConfig,
-        spark: SparkSession,
-        layout: StateLayout,
-        state_dir: str,
-        sinks: Sinks,
-        inputs: T.StructType,
-        clock: Callable[[], int],
-    ) -> None:
-        self.cfg = cfg
-        self.spark = spark
+    def __init__(self, ctx: OperatorContext, layout: StateLayout) -> None:
+        self.cfg, self.spark, self.sinks, self.inputs, self.clock = ctx.cfg, ctx.spark, ctx.sinks, ctx.inputs, ctx.clock
         self.layout = layout
-        self.sinks = sinks
-        self.inputs = inputs
-        self.clock = clock
-        self.assigner = cfg.window.assigner()
-        self.store = BucketStateStore(spark, state_dir, self.state_schema())
+        self.assigner = ctx.cfg.window.assigner()
+        self.store = BucketStateStore(ctx.spark, ctx.state_dir, self.state_schema())
 
     def state_schema(self) -> T.StructType:
         return self.layout.schema()
