@@ -1,22 +1,24 @@
 """``lw.stream(df, ...)``: which columns of a streaming DataFrame play which role; a Kafka DataFrame's by default.
 
-A DataFrame built with ``spark.readStream.format("kafka")`` keeps the
-record's ``topic``, ``partition``, ``offset`` and ``timestamp`` columns: they
-are the partition, offset and arrival roles unless given, and with them the
-source is read as ``format = "kafka"`` reads a topic (docs/kafka.md).
+A DataFrame built with ``spark.readStream.format("kafka")`` that keeps the
+record's ``topic``, ``partition``, ``offset`` and ``timestamp`` columns in
+their roles (the default) is read as ``format = "kafka"`` reads a topic
+(:func:`kafka_roles`, docs/kafka.md): each topic-partition a lane of the
+arrival frontier, rows held behind the partitions that are not caught up.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from lowwater.api.args import choice, source_name, streaming_columns
 from lowwater.api.args import name as column_name
 from lowwater.api.pipeline import Pipeline
-from lowwater.config.source import DATAFRAME, TIME_UNITS
+from lowwater.config.source import DATAFRAME, TIME_UNITS, SourceConfig
 
 # A Kafka DataFrame's record columns (spark.readStream.format("kafka")): taken for the roles by default.
-KAFKA_PARTITION, KAFKA_OFFSET, KAFKA_TIMESTAMP = "partition", "offset", "timestamp"
+KAFKA_TOPIC, KAFKA_PARTITION, KAFKA_OFFSET, KAFKA_TIMESTAMP = "topic", "partition", "offset", "timestamp"
 
 
 class _FromKafka:
@@ -30,6 +32,18 @@ FROM_KAFKA: Any = _FromKafka()
 """The default of ``lw.stream``'s column roles: the Kafka record's column if the DataFrame has Kafka's."""
 
 
+def kafka_roles(src: SourceConfig, columns: Iterable[str]) -> bool:
+    """Whether a DataFrame source has a Kafka record's columns in their roles (and its ``topic``).
+
+    Then, when its plan reads one Kafka topic (``io/kafka.reader_settings``),
+    the source is read as ``format = "kafka"`` reads one: the same lanes,
+    readiness and caught-up rule, so the same rows give the same results.
+    """
+    roles = (src.partition, src.offset, src.arrival_time)
+    return (src.format == DATAFRAME and roles == (KAFKA_PARTITION, KAFKA_OFFSET, KAFKA_TIMESTAMP)
+            and KAFKA_TOPIC in set(columns))
+
+
 def stream(
     df: Any, event_time: str, partition: Any = FROM_KAFKA, arrival: Any = FROM_KAFKA,  # noqa: ANN401
     offset: Any = FROM_KAFKA, time_unit: str = "s", time_zone: str | None = None,  # noqa: ANN401
@@ -39,8 +53,10 @@ def stream(
 
     A Kafka DataFrame's ``partition``, ``offset`` and ``timestamp`` columns are
     taken for ``partition``, ``offset`` and ``arrival`` unless given (``None``:
-    no such column). ``time_unit`` (``s``, ``ms``, ``us``) is for numeric time
-    columns, ``time_zone`` for timestamps written without one. ``name``: the
+    no such column); keeping them and ``topic``, it runs as ``format = "kafka"``
+    does (each topic-partition a lane of the arrival frontier). ``time_unit``
+    (``s``, ``ms``, ``us``) is for numeric time columns, ``time_zone`` for
+    timestamps written without one. ``name``: the
     source's name (its ``source`` column in late rows and dead letters after a
     :meth:`Pipeline.union`).
 
