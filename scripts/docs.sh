@@ -8,5 +8,5 @@ python="${PYTHON:-.venv/bin/python}"
 # lowwater (the public names: lw.*) and the modules of lowwater.api they come from (the builders, the
 # batch tools, the query handle and foreach_batch's batch); not the engine's modules.
 exec "$python" -m pdoc --docformat restructuredtext --no-show-source --footer-text "lowwater" -o "$out" \
-  lowwater lowwater.api lowwater.api.pipeline lowwater.api.specs lowwater.api.tools lowwater.api.running \
+  lowwater lowwater.api lowwater.api.pipeline lowwater.api.stream lowwater.api.specs lowwater.api.tools lowwater.api.running \
   lowwater.api.foreach '!lowwater\.reconcile'  # lw.reconcile is the function (api/tools), not that package

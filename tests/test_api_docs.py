@@ -22,10 +22,10 @@ import pdoc.doc
 import lowwater as lw
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTED = ("lowwater", "lowwater.api", "lowwater.api.pipeline", "lowwater.api.specs", "lowwater.api.tools",
-              "lowwater.api.running", "lowwater.api.foreach")
+DOCUMENTED = ("lowwater", "lowwater.api", "lowwater.api.pipeline", "lowwater.api.stream", "lowwater.api.specs",
+              "lowwater.api.tools", "lowwater.api.running", "lowwater.api.foreach")
 PURE_DOCTESTS = ("lowwater.api.specs", "lowwater.api.args", "lowwater.api.join", "lowwater.api.toml_text")
-SPARK_DOCTESTS = ("lowwater.api", "lowwater.api.pipeline")
+SPARK_DOCTESTS = ("lowwater.api", "lowwater.api.pipeline", "lowwater.api.stream")
 DOCTEST_FLAGS = doctest.ELLIPSIS
 
 

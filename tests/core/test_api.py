@@ -120,6 +120,21 @@ def test_a_kafka_dataframe_gives_its_partition_offset_and_timestamp_by_default(t
     assert plain.data["source"] == {"format": "dataframe", "event_time": "timestamp", "time_unit": "s"}
 
 
+def test_a_kafka_dataframe_runs_as_a_topic_only_with_the_records_columns_in_their_roles(tmp_path):
+    from lowwater.api.stream import kafka_roles
+
+    def source(df: DataFrame, **roles: str | None):  # noqa: ANN202
+        return lw.stream(df, event_time="event_time", **roles).window(lw.tumbling("1m")).write(
+            lw.parquet(tmp_path)).config.source
+
+    df = DataFrame(*KAFKA_COLUMNS, "amount", "event_time")
+    assert kafka_roles(source(df), df.columns)
+    assert not kafka_roles(source(df, partition="key"), df.columns)  # a partition of its own: any DataFrame
+    assert not kafka_roles(source(df, arrival=None), df.columns)
+    no_topic = DataFrame(*(c for c in KAFKA_COLUMNS if c != "topic"), "event_time")
+    assert not kafka_roles(source(no_topic), no_topic.columns)  # no topic: no topic-partition lanes
+
+
 @pytest.mark.parametrize(("build", "error", "names"), [
     (lambda p: lw.tumbling("1 fortnight"), ValueError, "tumbling(size=...)"),
     (lambda p: lw.tumbling(0), ValueError, "tumbling(size=...)"),

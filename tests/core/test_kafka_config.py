@@ -69,6 +69,22 @@ def test_topics_patterns_offsets_and_dotted_client_keys(tmp_path):
     assert over["subscribe"] == "other" and over["kafka.client.id"] == "lw"
 
 
+def test_a_users_reader_options_read_back_as_the_settings_they_come_from(tmp_path):
+    from lowwater.config.kafka import settings_from_options
+
+    src = cfg(tmp_path, source=SOURCE.replace('topic = "payments"', 'topics = ["a", "b"]'),
+              extra='fail_on_data_loss = false\nkafka.security.protocol = "SSL"').source
+    assert settings_from_options(src.kafka.options()) == src.kafka  # the inverse of options()
+    user = settings_from_options({"Kafka.Bootstrap.Servers": "b1:9092", "SUBSCRIBEPATTERN": "pay.*",
+                                  "kafka.group.id": "mine", "kafka.sasl.mechanism": "PLAIN"})
+    assert user is not None and user.subscribe == ("subscribePattern", "pay.*") and user.bootstrap_servers == "b1:9092"
+    assert user.client == (("sasl.mechanism", "PLAIN"),)  # the connector's own options stay its own
+    assigned = settings_from_options({"kafka.bootstrap.servers": "b", "assign": '{"a": [0, 1], "b": [2]}'})
+    assert assigned is not None and assigned.subscribe == ("subscribe", "a,b")
+    assert settings_from_options({"subscribe": "a"}) is None  # no servers: not a reader lowwater can ask
+    assert settings_from_options({"kafka.bootstrap.servers": "b"}) is None
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (("bootstrap_servers = \"b1:9092,b2:9092\"\n", ""), "source.bootstrap_servers is required"),
     (("topic = \"payments\"", 'topic = "p"\ntopics = ["q"]'), "source.topic: give exactly one of"),

@@ -117,3 +117,57 @@ def test_several_sources_read_their_own_paths_and_delays_refuses_them(tmp_path):
     assert (code, lines) == (2, [f"error: source.b.path {tmp_path / 'nope'}: no such file or directory"])
     code, lines = invoke("delays", str(tmp_path / "a"), "--config", str(config))
     assert (code, lines) == (2, ["error: --config has 2 sources (a, b); this command reads one source only"])
+
+
+KAFKA_CONFIG = """
+[source]
+format = "kafka"
+bootstrap_servers = "broker1:9092"
+topics = ["payments", "refunds"]
+max_offsets_per_trigger = 100
+schema = "event_time DOUBLE, key STRING, amount DOUBLE"
+event_time = "event_time"
+
+[watermark]
+max_out_of_orderness = "3s"
+partitions = [0, 1]
+
+[window]
+type = "tumbling"
+size = "1m"
+key = ["key"]
+aggregations = { total = "sum(amount)" }
+
+[output]
+path = "out"
+"""
+
+
+def test_a_kafka_config_without_a_snapshot_is_one_line_that_says_what_to_pass(tmp_path):
+    cfg = tmp_path / "pipeline.toml"
+    cfg.write_text(KAFKA_CONFIG)
+    code, lines = invoke("whatif", "--config", str(cfg))
+    assert (code, lines) == (2, [
+        'error: source.format = "kafka": a replay reads files, not the topic: pass a snapshot of it as INPUT '
+        "(rows of the value's fields and the record's kafka_partition, kafka_offset and kafka_timestamp columns, "
+        "e.g. lowwater whatif snapshot/ --config ...)"])
+
+
+def test_a_kafka_config_replays_a_snapshot_of_its_topic_with_the_records_columns(tmp_path):
+    cfg = tmp_path / "pipeline.toml"
+    cfg.write_text(KAFKA_CONFIG)
+    (tmp_path / "snapshot").mkdir()
+    (tmp_path / "snapshot" / "part-0.jsonl").write_text(
+        '{"event_time": 1.5, "key": "a", "amount": 2.0, "kafka_topic": "payments", "kafka_partition": 0, '
+        '"kafka_offset": 0, "kafka_timestamp": "2026-11-27T00:00:02Z"}\n')
+    replay = _replay_config(str(tmp_path / "snapshot"), cfg, None, None, None, None, None, None, None, None, None,
+                            None, None)
+    src = replay.source
+    assert (src.format, src.path, src.kafka) == ("jsonl", str(tmp_path / "snapshot"), None)
+    assert (src.event_time, src.partition, src.offset, src.arrival_time) == (
+        "event_time", "kafka_partition", "kafka_offset", "kafka_timestamp")
+    assert src.watermark.max_out_of_orderness_us == 3_000_000 and src.watermark.declared_partitions == ("0", "1")
+    assert replay.window.size_us == 60_000_000 and replay.window.key == ("key",)
+    flagged = _replay_config(str(tmp_path / "snapshot"), cfg, None, None, None, "p", None, None, None, None, None,
+                             None, None)
+    assert flagged.source.partition == "p"  # a flag still names another column

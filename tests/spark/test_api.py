@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,8 +24,9 @@ import lowwater as lw
 from lowwater.config import load_config
 from lowwater.spark.engine import Engine
 from lowwater.spark.step import summarise
+from lowwater.testing.outputs import read_output
 
-from .test_kafka import FILE_SOURCE, WINDOWING, kafka_pipeline, outcome, produce, stream
+from .test_kafka import FILE_SOURCE, T0, WINDOWING, kafka_pipeline, outcome, produce, stream
 
 pytestmark = pytest.mark.spark
 
@@ -88,32 +90,69 @@ def test_a_dataframe_of_files_gives_what_the_toml_pipeline_gives(spark, tmp_path
     assert replace(lw.Pipeline.from_toml(path, df=df).config, base_dir=".") == replace(pipeline.config, base_dir=".")
 
 
+def on_time(n: int = 160) -> list[dict]:
+    """A second topic's rows, every partition on time, arriving between the first topic's (never at its times)."""
+    rng = random.Random(5)
+    rows, offsets = [], [0, 0, 0, 0]
+    for i in range(n):
+        arrival = T0 + i * 250 + 60
+        p = i % 4
+        rows.append({"partition": p, "offset": offsets[p], "arrival_time": arrival,
+                     "event_time": arrival - rng.randint(0, 1_500), "key": f"k{i % 3}", "amount": float(1_000 + i)})
+        offsets[p] += 1
+    return rows
+
+
+def late_records(spark, root: Path, topic: str, partition: str, offset: str) -> list[tuple]:  # noqa: ANN001
+    late = read_output(spark, root / "out" / "late")
+    return sorted((r[topic], int(r[partition]), int(r[offset]), r.reason) for _, r in late.iterrows())
+
+
 def test_a_kafka_dataframe_with_the_users_from_json_gives_what_format_kafka_gives(spark, kafka_broker, tmp_path):
-    rows = stream()
+    """Two topics whose partitions share numbers, cut 120 offsets a step: the DataFrame is read as the topic is.
+
+    The first topic is the seeds' stream (its partition 3 lags 8 s); the second's partitions are all on
+    time. As with ``format = "kafka"``, each topic-partition is a lane of the arrival frontier (rows held
+    behind the partitions with a backlog, so the cut does not matter) and the watermark generators are
+    the partition numbers of the source: partition 3 of the second topic moves the first one's partition
+    3 on, so most of its rows are too late -- the verdicts depend on both rules, and must be equal.
+    """
+    rows, more = stream(), on_time()
     produce(kafka_broker, "api_payments", rows)
-    want = Engine(load_config(kafka_pipeline(tmp_path / "toml", kafka_broker, "api_payments")), spark).run(drain=True)
+    produce(kafka_broker, "api_payments_b", more)
+    cfg = kafka_pipeline(tmp_path / "toml", kafka_broker, "api_payments", per_trigger=120)
+    cfg.write_text(cfg.read_text().replace('topic = "api_payments"', 'topics = ["api_payments", "api_payments_b"]'))
+    want = Engine(load_config(cfg), spark).run(drain=True)
 
     raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka_broker.bootstrap)
-           .option("subscribe", "api_payments").option("startingOffsets", "earliest").load())
+           .option("subscribe", "api_payments,api_payments_b").option("startingOffsets", "earliest")
+           .option("maxOffsetsPerTrigger", 120).load())
     value = F.from_json(F.col("value").cast("string"), "event_time LONG, key STRING, amount DOUBLE")
-    df = raw.select(value.alias("v"), "partition", "offset", "timestamp").select("v.*", "partition", "offset",
-                                                                                "timestamp")
+    df = raw.select(value.alias("v"), "topic", "partition", "offset", "timestamp").select(
+        "v.*", "topic", "partition", "offset", "timestamp")
     # partition, offset and timestamp: a Kafka DataFrame's, taken by default
     pipeline = windowed(lw.stream(df, event_time="event_time", time_unit="ms"), tmp_path / "py" / "out")
     src = pipeline.config.source
     assert (src.partition, src.offset, src.arrival_time) == ("partition", "offset", "timestamp")
+    total = len(rows) + len(more)
     query = pipeline.start(tmp_path / "py" / "ckpt")  # continuous: runs until stopped
     query.process_all_available()
-    assert query.is_active and query.last_progress["totals"]["rows"] == len(rows)
+    assert query.is_active and query.last_progress["totals"]["rows"] == total
     query.stop()
     assert not query.is_active
     # the same pipeline again on its checkpoint: nothing new to read, every open window fires
     again = pipeline.start(tmp_path / "py" / "ckpt", drain=True)
     again.await_termination()
-    assert again.manifest.totals["rows"] == len(rows) and again.manifest.drained
+    assert again.manifest.totals == want.totals and again.manifest.drained
     got, toml = outcome(spark, tmp_path / "py", "partition"), outcome(spark, tmp_path / "toml", "kafka_partition")
     assert got[:2] == toml[:2] and got[0] and len(got[1]) >= 5
-    assert pd.read_parquet(tmp_path / "py" / "out" / "metrics")["rows"].sum() == want.totals["rows"] == len(rows)
+    late = late_records(spark, tmp_path / "py", "topic", "partition", "offset")
+    assert late == late_records(spark, tmp_path / "toml", "kafka_topic", "kafka_partition", "kafka_offset")
+    lagging = sum(1 for r in rows if r["partition"] == 3)
+    assert sum(1 for t, p, *_ in late if (t, p) == ("api_payments", 3)) > lagging / 2  # the shared generator
+    metrics = pd.read_parquet(tmp_path / "py" / "out" / "metrics")
+    assert metrics["rows"].sum() == want.totals["rows"] == total
+    assert metrics["held_rows"].max() > 0 and len(metrics) > 2  # cut into steps, rows held behind the lanes
 
 
 def test_an_endless_rate_source_runs_until_stopped_and_reports_its_progress(spark, tmp_path):

@@ -45,6 +45,38 @@ def test_hand_computed_grid(spark, tmp_path):
     assert "No candidate" in advise(list(res.values()), 0.9999, 0.5)
 
 
+def test_a_kafka_config_replays_a_snapshot_of_its_topic(spark, tmp_path):
+    """``whatif SNAPSHOT --config`` of a ``format = "kafka"`` pipeline: its ``kafka_*`` columns are the roles."""
+    from lowwater.advisor.replay_config import replay_config
+
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "part-0.jsonl").write_text("".join(json.dumps({
+        "event_time": r["event_time"], "key": r["key"], "amount": r["amount"], "kafka_topic": "t",
+        "kafka_partition": 0, "kafka_offset": i, "kafka_timestamp": float(i)}) + "\n"
+        for i, r in enumerate(rows_of(OUT_OF_ORDER))))
+    (tmp_path / "pipeline.toml").write_text("""
+[source]
+format = "kafka"
+bootstrap_servers = "broker1:9092"
+topic = "t"
+schema = "event_time DOUBLE, key STRING, amount DOUBLE"
+event_time = "event_time"
+
+[window]
+type = "tumbling"
+size = "10s"
+key = ["key"]
+aggregations = { total = "sum(amount)" }
+
+[output]
+path = "out"
+""")
+    cfg = replay_config(str(snapshot), tmp_path / "pipeline.toml", *[None] * 11)
+    grid = run_whatif(spark, cfg, SweepSpec([0, 2 * S, 5 * S], [0], chunk_rows=7))
+    assert [r["too_late"] for r in sorted(grid, key=lambda r: r["lateness"])] == [2, 2, 1]  # the hand grid's
+
+
 @settings(
     max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )

@@ -11,7 +11,9 @@ INPUT and the source flags (``--format``, ``--event-time``, ``--arrival-time``,
   ``path`` with its own format and columns. INPUT or a source flag would not
   say which source it means, so either is one line and exit 2.
 
-Without ``--config`` INPUT is required.
+Without ``--config`` INPUT is required. A Kafka source (``format = "kafka"``)
+is replayed from a snapshot of its topic given as INPUT (:func:`_kafka_snapshot`);
+the topic itself is not read.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lowwater.config import ConfigError, PipelineConfig, parse_config
+from lowwater.config.kafka import KAFKA_OFFSET, KAFKA_PARTITION, KAFKA_TIMESTAMP
 
 EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet",
               ".pq": "parquet"}
@@ -69,6 +72,8 @@ def _one_log(src: dict[str, Any], wm: dict[str, Any], input_path: str | None, ba
              flags: dict[str, str | None], idle_timeout: str | None, partitions: str | None) -> None:
     """Point the only source at its log and apply the source flags (in place)."""
     where = "source" if "name" not in src else f"source.{src['name']}"
+    if src.get("format") == "kafka":
+        _kafka_snapshot(src, where, input_path)
     if input_path is not None:
         check_input(input_path)
         src["path"] = str(Path(input_path).absolute())
@@ -94,6 +99,23 @@ def _one_log(src: dict[str, Any], wm: dict[str, Any], input_path: str | None, ba
         wm["idle_timeout"] = idle_timeout
     if partitions is not None:
         wm["partitions"] = split(partitions)
+
+
+def _kafka_snapshot(src: dict[str, Any], where: str, input_path: str | None) -> None:
+    """A Kafka source read as files of its records (in place): the value's fields and the ``kafka_*`` columns.
+
+    A snapshot holds the rows as the engine reads them (``io/kafka.py``), so the roles are the record's
+    columns; the files' own format and columns are read as any INPUT's (``--format``, inference).
+    """
+    if input_path is None:
+        raise ConfigError(
+            f'{where}.format = "kafka": a replay reads files, not the topic: pass a snapshot of it as INPUT '
+            f"(rows of the value's fields and the record's {KAFKA_PARTITION}, {KAFKA_OFFSET} and "
+            f"{KAFKA_TIMESTAMP} columns, e.g. lowwater whatif snapshot/ --config ...)")
+    kept = ("name", "event_time", "time_unit", "time_zone", "watermark")
+    for k in [k for k in src if k not in kept]:
+        del src[k]
+    src.update(partition=KAFKA_PARTITION, offset=KAFKA_OFFSET, arrival_time=KAFKA_TIMESTAMP)
 
 
 def _window(win: dict[str, Any], window: str | None, slide: str | None, gap: str | None, key: str | None) -> None:

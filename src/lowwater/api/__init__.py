@@ -40,7 +40,8 @@ path = "/tmp/lowwater-out"
 The examples in these docstrings run as tests (tests/test_api_docs.py; those
 needing a session, tests/spark/test_api.py).
 
-* ``pipeline``  -- :func:`stream` and :class:`Pipeline` (builds the TOML file's model; ``to_toml``/``from_toml``);
+* ``pipeline``  -- :class:`Pipeline` (builds the TOML file's model; ``to_toml``/``from_toml``);
+* ``stream``    -- :func:`stream`: a DataFrame's column roles (a Kafka DataFrame's by default);
 * ``specs``     -- watermark strategies, window shapes, sinks;
 * ``aggs``      -- Spark ``Column`` aggregates as ``func(column)``;
 * ``args``      -- argument checks that name the argument;
@@ -54,7 +55,7 @@ Importing this package does not import pyspark: ``running`` and ``foreach``
 are loaded by ``Pipeline.start``.
 """
 
-from lowwater.api.pipeline import Pipeline, stream
+from lowwater.api.pipeline import Pipeline
 from lowwater.api.specs import (
     Sink,
     Watermark,
@@ -70,6 +71,7 @@ from lowwater.api.specs import (
     session,
     tumbling,
 )
+from lowwater.api.stream import stream
 from lowwater.api.tools import reconcile, whatif
 
 __all__ = [

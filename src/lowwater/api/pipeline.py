@@ -1,4 +1,4 @@
-"""``lw.stream(df, ...)`` and :class:`Pipeline`: a pipeline built in Python, the same one the TOML file builds.
+""":class:`Pipeline`: a pipeline built in Python (from ``lw.stream(df, ...)``), the same one the TOML file builds.
 
 Every builder call writes the key the configuration file would hold into a
 TOML-shaped dict (``[source]``, ``[watermark]``, ``[window]``, ...);
@@ -22,29 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from lowwater.api import toml_text
 from lowwater.api.aggs import agg_text
-from lowwater.api.args import choice, duration, names, source_name, streaming_columns
-from lowwater.api.args import name as column_name
+from lowwater.api.args import choice, duration, names, streaming_columns
 from lowwater.api.specs import ACCUMULATIONS, LATE_POLICIES, Sink, Watermark, WindowShape
 from lowwater.config import PipelineConfig, apply_overrides, parse_config, resolve
-from lowwater.config.source import DATAFRAME, TIME_UNITS
+from lowwater.config.source import DATAFRAME
 from lowwater.core.tracker_state import DEFAULT_SOURCE
 
 if TYPE_CHECKING:
     from lowwater.api.running import LowwaterQuery
 
-# A Kafka DataFrame's record columns (spark.readStream.format("kafka")): taken for the roles by default.
-KAFKA_PARTITION, KAFKA_OFFSET, KAFKA_TIMESTAMP = "partition", "offset", "timestamp"
-
-
-class _FromKafka:
-    """The default of a column role: the Kafka record's column when the DataFrame has Kafka's, else none."""
-
-    def __repr__(self) -> str:
-        return "<the Kafka record's column, if any>"
-
-
-FROM_KAFKA: Any = _FromKafka()
-"""The default of ``lw.stream``'s column roles: the Kafka record's column if the DataFrame has Kafka's."""
 _GENERATOR_KEYS = ("idle_timeout", "partitions", "max_future_skew")  # kept when .watermark() changes the strategy
 
 
@@ -348,54 +334,6 @@ class Pipeline:
 
         return start(self.with_checkpoint(checkpoint), once=once or drain, drain=drain, after_drain=after_drain,
                      spark=spark)
-
-
-def stream(
-    df: Any, event_time: str, partition: Any = FROM_KAFKA, arrival: Any = FROM_KAFKA,  # noqa: ANN401
-    offset: Any = FROM_KAFKA, time_unit: str = "s", time_zone: str | None = None,  # noqa: ANN401
-    name: str | None = None,
-) -> Pipeline:
-    """A pipeline over any streaming DataFrame: which columns are the event time, partition, arrival time, offset.
-
-    A Kafka DataFrame's ``partition``, ``offset`` and ``timestamp`` columns are
-    taken for ``partition``, ``offset`` and ``arrival`` unless given (``None``:
-    no such column). ``time_unit`` (``s``, ``ms``, ``us``) is for numeric time
-    columns, ``time_zone`` for timestamps written without one. ``name``: the
-    source's name (its ``source`` column in late rows and dead letters after a
-    :meth:`Pipeline.union`).
-
-    >>> df = spark.readStream.format("rate").load()
-    >>> lw.stream(df, event_time="timestamp", offset="value").data["source"]
-    {'format': 'dataframe', 'event_time': 'timestamp', 'offset': 'value', 'time_unit': 's'}
-    >>> lw.stream(df, event_time="ts")
-    Traceback (most recent call last):
-    ValueError: stream(event_time='ts'): no such column in the DataFrame (its columns: timestamp, value)
-    """
-    columns = streaming_columns(df)
-    kafka = KAFKA_PARTITION in columns and KAFKA_OFFSET in columns
-    roles = {
-        "event_time": event_time,
-        "partition": (KAFKA_PARTITION if kafka else None) if partition is FROM_KAFKA else partition,
-        "offset": (KAFKA_OFFSET if kafka else None) if offset is FROM_KAFKA else offset,
-        "arrival_time": ((KAFKA_TIMESTAMP if kafka and KAFKA_TIMESTAMP in columns else None)
-                         if arrival is FROM_KAFKA else arrival),
-    }
-    arg = {"event_time": "event_time", "partition": "partition", "offset": "offset", "arrival_time": "arrival"}
-    source: dict[str, Any] = {"format": DATAFRAME}
-    if name is not None:
-        source["name"] = source_name(name)
-    for role, col in roles.items():
-        if col is None:
-            continue
-        column_name(f"stream({arg[role]}=...)", col)
-        if col not in columns:
-            msg = f"stream({arg[role]}={col!r}): no such column in the DataFrame (its columns: {', '.join(columns)})"
-            raise ValueError(msg)
-        source[role] = col
-    source["time_unit"] = choice("stream(time_unit=...)", time_unit, TIME_UNITS)
-    if time_zone is not None:
-        source["time_zone"] = time_zone
-    return Pipeline({"source": source, "watermark": {}}, df=df)
 
 
 _PATH_KEYS = {"source": ("path",), "output": ("path", "checkpoint"), "observe": ("prometheus_textfile",)}

@@ -10,6 +10,13 @@ its manifest keyed by Spark's batch id, so a batch Spark replays after a
 crash recomputes the same step (SEMANTICS.md §8). The user's columns are
 normalised like a file's (``spark/parse.normalise``); the order within a
 batch is ``(arrival, partition, offset)``, then the batch's own row order.
+
+A Kafka DataFrame with the record's columns in their roles (``api/stream.kafka_roles``)
+runs as ``format = "kafka"`` does: its source gets the reader's settings from
+the DataFrame's plan (``io/kafka.reader_settings``), each row its
+``topic-partition`` and offset as its source order, so the engine's Kafka
+rules apply unchanged (lanes of the arrival frontier, caught-up partitions,
+held rows: ``core/frontier.py``, ``io/kafka_logs.py``).
 """
 
 from __future__ import annotations
@@ -18,13 +25,16 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from lowwater.api.foreach import ForeachBatchSink
+from lowwater.api.stream import KAFKA_OFFSET, KAFKA_PARTITION, KAFKA_TOPIC, kafka_roles
 from lowwater.config import PipelineConfig, check_columns, check_source_path
 from lowwater.io.source import Admitted
 
@@ -36,23 +46,44 @@ if TYPE_CHECKING:
 __all__ = ["LowwaterQuery"]  # what a user holds (the API reference's page); the rest is Pipeline.start's
 
 
-def _ordered(df: DataFrame) -> DataFrame:
-    """A DataFrame's rows with the source-order columns of a file's: no file (null ``source_file``), one block."""
+def _ordered(df: DataFrame, kafka: bool = False) -> DataFrame:
+    """A DataFrame's rows with the source-order columns of a file's: no file (null ``source_file``), one block.
+
+    ``kafka``: a Kafka record's, as ``io/kafka.KafkaSource.rows`` has them: ``topic-partition``, its offset.
+    """
+    if kafka:
+        return df.select("*", F.concat_ws("-", F.col(KAFKA_TOPIC), F.col(KAFKA_PARTITION).cast("string")).alias(
+            "_file"), F.col(KAFKA_OFFSET).cast("long").alias("_block"))
     return df.select("*", F.lit(None).cast("string").alias("_file"), F.lit(0).cast("long").alias("_block"))
+
+
+def kafka_readers(cfg: PipelineConfig, frames: dict[str, DataFrame]) -> PipelineConfig:
+    """``cfg`` with each Kafka DataFrame's source holding its reader's settings (the engine's sign of Kafka)."""
+    from lowwater.io.kafka import reader_settings
+
+    sources = []
+    for s in cfg.sources:
+        df = frames.get(s.name)
+        settings = reader_settings(df) if df is not None and kafka_roles(s, df.columns) else None
+        sources.append(s if settings is None else replace(s, kafka=settings))
+    return replace(cfg, sources=tuple(sources))
 
 
 class DataFrameSource:
     """A user's streaming DataFrame as a :class:`~lowwater.io.source.StreamSource`."""
 
-    def __init__(self, df: DataFrame) -> None:
+    def __init__(self, df: DataFrame, kafka: bool = False) -> None:
         self.df = df
+        self.kafka = kafka
         self.schema = df.schema  # the input columns: late rows and dead letters carry them
+        self.layout = StructType([*df.schema.fields, StructField("_file", StringType()),
+                                  StructField("_block", LongType())])  # what admit gives
 
     def stream(self) -> DataFrame:
         return self.df
 
     def admit(self, batch: DataFrame) -> Admitted:
-        return Admitted(_ordered(batch))
+        return Admitted(_ordered(batch, self.kafka))
 
     @contextmanager
     def watching(self, poll_s: float | None) -> Iterator[None]:  # noqa: ARG002 - the user's source polls itself
@@ -73,8 +104,8 @@ class DataFrameUnion(DataFrameSource):
         self.schemas = {s.name: frames[s.name].schema for s in cfg.sources}  # in the configuration's order
         layout = union_layout(union_payload(spark, self.schemas))
         values = tuple(cfg.window.value_columns)
-        parts = [to_layout(normalise_source(_ordered(frames[s.name]), s, values, named=True), layout, s.name)
-                 for s in cfg.sources]
+        parts = [to_layout(normalise_source(_ordered(frames[s.name], s.kafka is not None), s, values, named=True),
+                           layout, s.name) for s in cfg.sources]
         super().__init__(reduce(lambda a, b: a.unionByName(b), parts))
 
     def admit(self, batch: DataFrame) -> Admitted:
@@ -89,13 +120,15 @@ def start(pipeline: Pipeline, once: bool, drain: bool, after_drain: bool, spark:
     source: DataFrameSource | None = None
     frames = pipeline.frames(cfg)
     if frames:
+        cfg = kafka_readers(cfg, frames)
         if len(frames) != len(cfg.sources):
             msg = "stream(df): a DataFrame beside file or Kafka sources is not supported yet (hand each in as one)"
             raise ValueError(msg)
         check_columns(cfg, {n: {f.name: f.dataType.simpleString() for f in df.schema.fields}
                             for n, df in frames.items()})
         spark = next(iter(frames.values())).sparkSession
-        source = DataFrameUnion(spark, cfg, frames) if cfg.named_sources else DataFrameSource(frames[cfg.source.name])
+        source = (DataFrameUnion(spark, cfg, frames) if cfg.named_sources
+                  else DataFrameSource(frames[cfg.source.name], cfg.source.kafka is not None))
     else:
         for s in cfg.sources:
             check_source_path(s, cfg.base_dir)

@@ -89,6 +89,37 @@ class KafkaSettings:
         return opts
 
 
+def settings_from_options(options: dict[str, str]) -> KafkaSettings | None:
+    """The settings of a Kafka reader a user built (``spark.readStream.format("kafka").option(...)``).
+
+    The inverse of :meth:`KafkaSettings.options` for what the engine asks the
+    broker itself (``io/kafka_logs.py``: the servers, the topics, the client's
+    ``kafka.*`` options); None without servers or a subscription. Spark's
+    ``assign`` (``{"topic": [0, 1]}``) reads as a subscription to its topics.
+    """
+    low = {k.lower(): v for k, v in options.items()}  # Spark's option names ignore case
+    servers = low.get("kafka.bootstrap.servers")
+    subscribe: tuple[str, str] | None = None
+    if low.get("subscribe"):
+        subscribe = ("subscribe", ",".join(t.strip() for t in low["subscribe"].split(",") if t.strip()))
+    elif low.get("subscribepattern"):
+        subscribe = ("subscribePattern", low["subscribepattern"])
+    elif low.get("assign"):
+        try:
+            topics = json.loads(low["assign"])
+        except json.JSONDecodeError:
+            topics = None
+        if isinstance(topics, dict) and topics:
+            subscribe = ("subscribe", ",".join(str(t) for t in topics))
+    if not servers or subscribe is None:
+        return None
+    client = tuple(sorted((k[6:], v) for k, v in options.items()
+                          if k.lower().startswith("kafka.") and k[6:].lower() not in {*_OWN, "bootstrap.servers"}))
+    return KafkaSettings(bootstrap_servers=servers, subscribe=subscribe,
+                         starting_offsets=low.get("startingoffsets", "latest"),
+                         fail_on_data_loss=low.get("failondataloss", "true").lower() != "false", client=client)
+
+
 def broker_wait_options(timeout_ms: int) -> dict[str, str]:
     """The connector's options that make a query wait about ``timeout_ms`` for a broker, then fail.
 

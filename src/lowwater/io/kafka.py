@@ -36,6 +36,8 @@ from lowwater.config.kafka import (
     KAFKA_PARTITION,
     KAFKA_TIMESTAMP,
     KAFKA_TOPIC,
+    KafkaSettings,
+    settings_from_options,
 )
 from lowwater.io.files import CORRUPT
 from lowwater.io.source import Admitted
@@ -107,6 +109,28 @@ def jars_for(cfg: PipelineConfig) -> list[str]:
         raise ConfigError(jars.missing("source.format", "kafka needs Spark's Kafka connector", JARS_ENV, JARS,
                                        f"{CONNECTOR}:{pyspark.__version__}"))
     return found
+
+
+def reader_settings(df: DataFrame) -> KafkaSettings | None:
+    """The Kafka reader a user's streaming DataFrame reads (``spark.readStream.format("kafka")``), if one.
+
+    Read from the DataFrame's plan: its one streaming Kafka relation's options
+    (:func:`~lowwater.config.kafka.settings_from_options`). None when the plan
+    reads no Kafka topic, or another stream beside it, or cannot be read from
+    Python (a Spark Connect DataFrame has no JVM plan here).
+    """
+    try:
+        jvm = df.sparkSession._jvm  # noqa: SLF001 - the driver JVM holds the plan
+        leaves = jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+            df._jdf.queryExecution().logical().collectLeaves())  # noqa: SLF001
+        streams = [leaf for leaf in leaves if "Streaming" in str(leaf.nodeName())]
+        if len(streams) != 1 or streams[0].nodeName() != "StreamingRelationV2" or str(
+                streams[0].sourceName()).lower() != "kafka":
+            return None
+        options = dict(streams[0].extraOptions().asCaseSensitiveMap())
+    except Exception:  # noqa: BLE001 - py4j raises many types; no plan to read is not a Kafka DataFrame
+        return None
+    return settings_from_options(options)
 
 
 # How Spark's connector says records are gone (its message, and its error conditions in

@@ -182,7 +182,8 @@ class Engine:
             unit = {cfg.source.name: unit_matters(self.schema[cfg.source.event_time].dataType)}
             schema_text = self.schema.simpleString()
             if cfg.source.kafka is not None:  # each partition a lane of the arrival frontier: rows may be held
-                self.input_layout = kafka_rows_layout(self.schema)  # what KafkaSource.admit gives
+                # what KafkaSource.admit gives, or a handed-in Kafka DataFrame's source (api/running.py)
+                self.input_layout = kafka_rows_layout(self.schema) if source is None else source.layout
                 held_layout = normalise(spark.createDataFrame([], self.input_layout), cfg).schema
                 self.held = HeldRows(spark, f"{self.lw_dir}/held", held_layout)
         # Kafka: which partitions are caught up at a step (io/kafka_logs.py); their rows' lanes (spark/ready.py).
