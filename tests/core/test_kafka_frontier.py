@@ -15,8 +15,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lowwater.core.frontier import ArrivalFrontier, FrontierState, kafka_lane, lane_label, tie_key
+from lowwater.core.frontier import (
+    ArrivalFrontier,
+    FrontierState,
+    kafka_lane,
+    lane_label,
+    split_topic_partition,
+    tie_key,
+)
 from lowwater.core.judge import arrival_order, judge
+from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.core.windows import TumblingWindows
@@ -24,6 +32,8 @@ from lowwater.time import NEG_INF, POS_INF
 
 S = 1_000_000
 LANES = [kafka_lane("source", p, "payments") for p in range(4)]
+# One source reading two topics whose partitions share numbers (ADR 0043): a-0, a-1, b-0, b-1.
+TOPIC_LANES = [kafka_lane("source", p % 2, "ab"[p // 2], by_topic=True) for p in range(4)]
 
 
 def strategy() -> WatermarkStrategy:
@@ -88,16 +98,16 @@ def _judge(tracker, rows):
     return {(r[1], r[2]): (int(w), int(v)) for r, w, v in zip(rows, j.watermark_us, j.row_verdict, strict=True)}
 
 
-def _rows(parts, lane_offsets):
-    return [(int(parts[p][0][o]), LANES[p], o, int(parts[p][1][o])) for p, o in lane_offsets]
+def _rows(parts, lane_offsets, lanes=LANES):
+    return [(int(parts[p][0][o]), lanes[p], o, int(parts[p][1][o])) for p, o in lane_offsets]
 
 
-def _one_batch(parts):
+def _one_batch(parts, lanes=LANES):
     everything = [(p, o) for p in range(4) for o in range(len(parts[p][0]))]
-    return _judge(WatermarkTracker(strategy()), _rows(parts, everything)) if everything else {}
+    return _judge(WatermarkTracker(strategy()), _rows(parts, everything, lanes)) if everything else {}
 
 
-def _cut(parts, takes, drain: bool):
+def _cut(parts, takes, drain: bool, lanes=LANES):
     """Each step delivers each partition's next chunk; held rows wait for the frontier; the end drains or not."""
     tracker = WatermarkTracker(strategy())
     frontier, state = ArrivalFrontier({}), FrontierState()
@@ -111,10 +121,10 @@ def _cut(parts, takes, drain: bool):
             hi = min(len(parts[p][0]), pos[p] + n)
             new += [(p, o) for o in range(pos[p], hi)]
             pos[p] = hi
-        new_rows = _rows(parts, new)
+        new_rows = _rows(parts, new, lanes)
         if new_rows:
             frontier.deliver(state, np.array([r[1] for r in new_rows]), np.array([r[0] for r in new_rows]))
-        logs = {LANES[p]: pos[p] == len(parts[p][0]) for p in range(4)}  # caught up: nothing left to read
+        logs = {lanes[p]: pos[p] == len(parts[p][0]) for p in range(4)}  # caught up: nothing left to read
         pool = held + new_rows
         if not pool:
             continue
@@ -151,3 +161,48 @@ def test_a_timestamp_going_backwards_within_a_partition_is_the_one_inexact_case(
     _judge(tracker, _rows(parts, [(0, 0), (1, 0), (3, 0)]))
     assert tracker.state.clock_us == 9 * S  # ... and the late-stamped row comes after a later arrival:
     # the engine counts that step as an arrival regression (its earliest arrival is before the clock).
+
+
+def test_a_source_of_several_topics_has_a_lane_a_tie_key_and_a_name_per_topic_partition():
+    assert [lane_label(lane) for lane in TOPIC_LANES] == ["a-0", "a-1", "b-0", "b-1"]
+    assert sorted(TOPIC_LANES) == TOPIC_LANES  # (source, topic-partition): the order rows are sorted in
+    assert len({tie_key(lane) for lane in TOPIC_LANES}) == 4  # two topics' partition 0 no longer tie
+    # A single topic's lanes are what they were (checkpoints' frontier states name them).
+    assert kafka_lane("s", 3, "t") == "s\x000000000003\x00t-3"
+    assert split_topic_partition("orders-eu-12") == ("orders-eu", 12)
+    assert [split_topic_partition(n) for n in ("3", "orders-", "-3", "orders-x")] == [None] * 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(topics())
+def test_any_cutting_of_several_topics_gives_the_one_batch_answer(topic):
+    """The tie key (source, topic-partition) agrees with the rows' order: the frontier stays exact."""
+    parts, takes = topic
+    seen, held = _cut(parts, takes, drain=False, lanes=TOPIC_LANES)
+    assert not held
+    assert seen == _one_batch(parts, TOPIC_LANES)
+
+
+def test_a_lagging_topic_is_not_judged_by_another_topics_progress():
+    """Topic a's partition 0 is on time, topic b's partition 0 lags 8 s (L = 2 s), one record a second each.
+
+    One generator per partition number (the old rule) judges b's rows against a's progress: many are
+    too late. One per topic-partition: ``W`` is the min over both, and no row of either is too late.
+    """
+    arrival = np.repeat(np.arange(1, 31) * S, 2)
+    topic = np.tile(np.array(["a", "b"]), 30)
+    event = np.where(topic == "a", arrival, arrival - 8 * S)
+    names = np.char.add(topic, "-0")
+
+    def too_late(partitions: np.ndarray) -> np.ndarray:
+        order = arrival_order(len(arrival), arrival, partitions, np.arange(len(arrival)))
+        declared = strategy().with_partitions(np.unique(partitions).tolist())  # W waits for every one
+        j = judge(WatermarkTracker(declared), TumblingWindows(5 * S), 0, partitions[order], event[order],
+                  arrival[order])
+        late = np.zeros(len(arrival), dtype=bool)
+        late[order] = j.row_verdict == Lateness.TOO_LATE
+        return late
+
+    by_number = too_late(np.full(len(arrival), "0"))
+    assert by_number[topic == "b"].sum() >= 10 and not by_number[topic == "a"].any()
+    assert not too_late(names).any()

@@ -36,6 +36,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from lowwater.api.foreach import ForeachBatchSink
 from lowwater.api.stream import KAFKA_OFFSET, KAFKA_PARTITION, KAFKA_TOPIC, kafka_roles
 from lowwater.config import PipelineConfig, check_columns, check_source_path
+from lowwater.config.watermark import check_strategy
 from lowwater.io.source import Admitted
 
 if TYPE_CHECKING:
@@ -65,7 +66,10 @@ def kafka_readers(cfg: PipelineConfig, frames: dict[str, DataFrame]) -> Pipeline
     for s in cfg.sources:
         df = frames.get(s.name)
         settings = reader_settings(df) if df is not None and kafka_roles(s, df.columns) else None
-        sources.append(s if settings is None else replace(s, kafka=settings))
+        if settings is not None:
+            s = replace(s, kafka=settings)
+            check_strategy(s, s.watermark, s.watermark_key)  # several topics: topic-partition names (ADR 0043)
+        sources.append(s)
     return replace(cfg, sources=tuple(sources))
 
 

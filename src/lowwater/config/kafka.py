@@ -72,6 +72,15 @@ class KafkaSettings:
         kind, value = self.subscribe
         return value if kind == "subscribe" else f"pattern {value}"
 
+    @property
+    def several_topics(self) -> bool:
+        """Whether the source can deliver more than one topic: several topics, or a pattern (ADR 0043).
+
+        Then its partitions are named ``topic-partition``; a single topic's keep their numbers.
+        """
+        kind, value = self.subscribe
+        return kind != "subscribe" or "," in value
+
     def options(self) -> dict[str, str]:
         """The options of ``spark.readStream.format("kafka")``."""
         opts = {

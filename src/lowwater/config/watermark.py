@@ -9,9 +9,11 @@ idleness and declared partitions; a marker column that is not the event time.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from lowwater.config.errors import ConfigError
+from lowwater.core.frontier import split_topic_partition
 from lowwater.core.watermarks import STRATEGIES, StrategyError, WatermarkStrategy, strategy_from_table
 from lowwater.core.watermarks.protocol import setting_text
 
@@ -47,12 +49,51 @@ def check_strategy(src: SourceConfig, strategy: WatermarkStrategy, where: str) -
     if not src.partition and (strategy.declared_partitions or strategy.idle_timeout_us):
         msg = f"{where}: partitions and idle_timeout need {at}.partition"
         raise ConfigError(msg)
+    if src.kafka is not None and src.kafka.several_topics:
+        check_topic_partitions(src, strategy, where)
     marker = strategy.marker
     if marker is not None and marker in (src.event_time, src.partition, src.offset, src.arrival_time):
         role = next(r for r in ("event_time", "partition", "offset", "arrival_time") if getattr(src, r) == marker)
         msg = (f"{where}.marker: {marker!r} is {at}.{role}; the marker is its own boolean column "
                "(a marker row carries the proven timestamp in the event-time column)")
         raise ConfigError(msg)
+
+
+def check_topic_partitions(src: SourceConfig, strategy: WatermarkStrategy, where: str) -> None:
+    """A Kafka source of several topics names its partitions ``topic-partition`` (ADR 0043): so must its table.
+
+    A bare number would name one partition of every topic; a topic the source does not read (not in
+    its list, not matching its pattern) would never report. Either is one line.
+    """
+    assert src.kafka is not None
+    kind, value = src.kafka.subscribe
+    named = [(f"{where}.partitions", p) for p in strategy.declared_partitions]
+    named += [(f"{where}.out_of_orderness_by_partition", p) for p, _ in strategy.per_partition_us]
+    for key, name in named:
+        parsed = split_topic_partition(name)
+        if parsed is None:
+            msg = (f"{key}: {name!r} is not a topic-partition; {src.where} reads several topics "
+                   f"({src.kafka.topics_text}), each with its own partitions: name them <topic>-<partition>, "
+                   f"e.g. {_example(kind, value)!r}")
+            raise ConfigError(msg)
+        if not _reads(kind, value, parsed[0]):
+            msg = (f"{key}: {name!r} names topic {parsed[0]!r}, "
+                   f"which {src.where} does not read ({src.kafka.topics_text})")
+            raise ConfigError(msg)
+
+
+def _example(kind: str, value: str) -> str:
+    return f"{value.split(',')[0]}-0" if kind == "subscribe" else "<topic>-0"
+
+
+def _reads(kind: str, value: str, topic: str) -> bool:
+    """Whether a subscription reads ``topic`` (a pattern is Java's regex; Python's agrees on common ones)."""
+    if kind == "subscribe":
+        return topic in value.split(",")
+    try:
+        return re.fullmatch(value, topic) is not None
+    except re.error:
+        return True  # a pattern Python cannot read: the broker is the judge
 
 
 def describe_strategy(strategy: WatermarkStrategy) -> str:

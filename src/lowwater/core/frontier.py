@@ -53,11 +53,19 @@ judged when it comes, counted as an arrival regression if it precedes its own
 partition's earlier records (:meth:`ArrivalFrontier.regressions`), warned
 about otherwise.
 
+**A source of several topics names its partitions by topic.** A Kafka source
+partition is a topic-partition: one that can deliver more than one topic
+(several topics, a pattern) runs one watermark generator per
+``topic-partition`` (:func:`topic_partition`), so two topics' partition 0 do
+not share one (ADR 0043). A single-topic source keeps the partition number as
+its name (its checkpoints, declared partitions and metrics say ``0``, ``1``).
+
 Ties: arrival order is ``(arrival_time, source, partition, offset)``. A lane's
 *tie key* (:func:`tie_key`) is its ``(source, partition)``: a row at the same
-arrival as another lane's bound goes first only when its tie key sorts first
-(the Kafka partitions of two topics of one source share a partition number:
-then neither goes first, the row waits).
+arrival as another lane's bound goes first only when its tie key sorts first.
+The partition is the number (zero-padded) of a single-topic source and the
+``topic-partition`` of a source of several topics: the same partition its
+rows are ordered and watermarked by.
 
 Pure numpy; the engine keeps :class:`FrontierState` in its manifest.
 """
@@ -74,9 +82,25 @@ from lowwater.time import NEG_INF, POS_INF
 LANE_SEP = "\x00"  # sorts before every printable character: (source, partition) order is kept
 
 
-def kafka_lane(source: str, partition: int, topic: str) -> str:
-    """A Kafka partition's lane: ``source, partition (zero-padded), topic-partition``, NUL-separated."""
-    return f"{source}{LANE_SEP}{partition:010d}{LANE_SEP}{topic}-{partition}"
+def topic_partition(topic: str, partition: int) -> str:
+    """A Kafka partition as logs, metrics and a source of several topics name it: ``orders-0``."""
+    return f"{topic}-{partition}"
+
+
+def split_topic_partition(name: str) -> tuple[str, int] | None:
+    """``orders-eu-3`` -> ``("orders-eu", 3)``; None for a name that is not ``<topic>-<number>`` (e.g. ``3``)."""
+    topic, sep, number = name.rpartition("-")
+    return (topic, int(number)) if sep and topic and number.isdigit() else None
+
+
+def kafka_lane(source: str, partition: int, topic: str, by_topic: bool = False) -> str:
+    """A Kafka partition's lane: ``source, partition, topic-partition``, NUL-separated.
+
+    The middle is the partition as arrival order sorts it: its number zero-padded, or with
+    ``by_topic`` (a source of several topics) its ``topic-partition``.
+    """
+    label = topic_partition(topic, partition)
+    return f"{source}{LANE_SEP}{label if by_topic else f'{partition:010d}'}{LANE_SEP}{label}"
 
 
 def tie_key(lane: str) -> str:

@@ -91,9 +91,10 @@ class KafkaLogs:
         for name, topics in self.ends(spark_batch).items():
             src = next(s for s in self.sources if s.name == name)
             latest = self.end_offsets(src, topics)
+            by_topic = src.kafka is not None and src.kafka.several_topics  # lanes named as the rows' (ADR 0043)
             for topic, parts in topics.items():
                 for p, end in parts.items():
-                    out[kafka_lane(name, p, topic)] = end >= latest.get((topic, p), 0)
+                    out[kafka_lane(name, p, topic, by_topic)] = end >= latest.get((topic, p), 0)
         return out
 
     def end_offsets(self, src: SourceConfig, topics: dict[str, dict[int, int]]) -> dict[tuple[str, int], int]:

@@ -3,7 +3,8 @@
 The output of :func:`normalise` has every input column plus
 
 * ``_event_us`` / ``_arrival_us`` -- the clocks as int64 µs (null when bad),
-* ``_part`` -- the source partition as a string, ``_psort`` its sort key,
+* ``_part`` -- the source partition as a string, ``_psort`` its sort key (a Kafka
+  source of several topics: its ``topic-partition``, ADR 0043),
 * ``_offset`` -- the in-partition position (null when not configured),
 * ``_dead`` -- null for a good row, else the reason it goes to the dead letter.
 
@@ -246,6 +247,10 @@ def _engine_columns(
     psort = F.col(src.partition) if src.partition and isinstance(part_type, _NUMERIC) else part
     if named and src.partition and isinstance(part_type, _NUMERIC):
         psort = F.lpad(F.col(src.partition).cast("long").cast("string"), 20, "0")
+    if src.kafka is not None and src.kafka.several_topics:
+        # A source of several topics: each topic-partition its own generator (ADR 0043), named as its
+        # lane is: the Kafka sources' `_file` (io/kafka.KafkaSource.rows, api/running._ordered).
+        part = psort = F.when(F.col(src.partition).isNotNull(), F.col("_file"))
     out = [
         event_us.alias("_event_us"),
         arrival_us.alias("_arrival_us"),

@@ -99,7 +99,8 @@ class StepPlanner:
         source = pa.scalar(self.cfg.source.name) if single else compact.column("_source")
         if not self.kafka:
             return source.to_numpy(zero_copy_only=False)
-        part = pc.utf8_lpad(pc.cast(compact.column("_part"), pa.string()), 10, "0")
+        part = pc.cast(compact.column("_part"), pa.string())  # several topics: the topic-partition (ADR 0043)
+        part = pc.if_else(pc.match_substring(part, "-"), part, pc.utf8_lpad(part, 10, "0"))
         lane = pc.binary_join_element_wise(source, part, compact.column("_file"), LANE_SEP)
         if not single:
             lane = pc.if_else(pc.is_in(source, value_set=pa.array(self.kafka, pa.string())), lane, source)

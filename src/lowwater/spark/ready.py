@@ -28,7 +28,9 @@ def lane_column(kafka: Sequence[str], single: str | None = None) -> Column:
     source = F.lit(single) if single is not None else F.col("_source")
     if not kafka:
         return source
-    lane = F.concat_ws(LANE_SEP, source, F.lpad(F.col("_part").cast("string"), 10, "0"), F.col("_file"))
+    part = F.col("_part").cast("string")  # a source of several topics: already its topic-partition (ADR 0043)
+    middle = F.when(part.contains("-"), part).otherwise(F.lpad(part, 10, "0"))
+    lane = F.concat_ws(LANE_SEP, source, middle, F.col("_file"))
     return lane if single is not None else F.when(source.isin(*kafka), lane).otherwise(source)
 
 
