@@ -144,3 +144,63 @@ def test_broker_timeout_bounds_how_long_the_connector_waits_for_a_broker(tmp_pat
     assert short["kafka.default.api.timeout.ms"] == "2000" and short["kafka.request.timeout.ms"] == "1500"
     long = cfg(tmp_path, 'broker_timeout = "10m"').source.kafka.options()
     assert long["kafka.default.api.timeout.ms"] == "200000" and long["kafka.request.timeout.ms"] == "30000"
+
+
+def _several(tmp_path, subscription: str, watermark: str):  # noqa: ANN202
+    """A Kafka source reading ``subscription`` with ``watermark`` lines added to its table."""
+    p = tmp_path / "p.toml"
+    p.write_text(SOURCE.replace('topic = "payments"', subscription).format(extra="")
+                 + REST.replace('max_out_of_orderness = "3s"\n', f'max_out_of_orderness = "3s"\n{watermark}\n'))
+    return load_config(p)
+
+
+def test_a_source_that_can_read_several_topics_names_its_partitions_by_topic(tmp_path):
+    """ADR 0043: several topics or a pattern (or Spark's assign of several): topic-partitions; one topic: numbers."""
+    from lowwater.config.kafka import settings_from_options
+    from lowwater.io.checkpoint import check_fingerprint, differences, fingerprint
+
+    one = _several(tmp_path, 'topic = "payments"', "partitions = [0, 1]").source
+    assert not one.kafka.several_topics and one.watermark.declared_partitions == ("0", "1")
+    assert not _several(tmp_path, 'topics = ["payments"]', "").source.kafka.several_topics
+    cfg_two = _several(tmp_path, 'topics = ["orders", "pay-ments"]',
+                   'partitions = ["orders-0", "pay-ments-0"]\nout_of_orderness_by_partition = { "orders-1" = "9s" }')
+    two = cfg_two.source
+    assert two.kafka.several_topics and two.watermark.declared_partitions == ("orders-0", "pay-ments-0")
+    pattern = _several(tmp_path, 'subscribe_pattern = "pay.*"', 'partitions = ["payments-0"]').source
+    assert pattern.kafka.several_topics  # a pattern may match more topics later: named by topic from the start
+    assigned = [settings_from_options({"kafka.bootstrap.servers": "b", "assign": a})
+                for a in ('{"a": [0, 1]}', '{"a": [0], "b": [0]}')]
+    assert [s.several_topics for s in assigned] == [False, True]
+    # The checkpoint's fingerprint says so: one written when partition numbers were shared is refused
+    # (io/checkpoint._refuse_changes names this key), a single topic's is what it always was.
+    fp = fingerprint(cfg_two, "struct<a:int>")
+    assert fp["source.partition"] == "kafka_partition of each topic (topic-partition)"
+    assert differences({**fp, "source.partition": "kafka_partition"}, fp) == ["source.partition"]
+    files = {"lw/fingerprint.json": json.dumps({"version": 1, "keys": {**fp, "source.partition": "kafka_partition"}})}
+    disk = type("Disk", (), {"exists": lambda _, q: q in files, "read_text": lambda _, q: files[q]})()
+    with pytest.raises(ConfigError) as e:
+        check_fingerprint(disk, "lw", cfg_two, fp, started=True)
+    assert str(e.value).startswith("source.partition: changed from 'kafka_partition' to 'kafka_partition of each "
+                                   "topic (topic-partition)' since this checkpoint was started; its state and ")
+    single = _several(tmp_path, 'topic = "payments"', "")
+    assert fingerprint(single, "struct<a:int>")["source.partition"] == "kafka_partition"
+
+
+@pytest.mark.parametrize(("subscription", "watermark", "message"), [
+    ('topics = ["orders", "payments"]', "partitions = [0, 1]",
+     "watermark.partitions: '0' is not a topic-partition; source reads several topics (orders,payments), each with "
+     "its own partitions: name them <topic>-<partition>, e.g. 'orders-0'"),
+    ('topics = ["orders", "payments"]', 'out_of_orderness_by_partition = { "1" = "5s" }',
+     "watermark.out_of_orderness_by_partition: '1' is not a topic-partition; source reads several topics"),
+    ('topics = ["orders", "payments"]', 'partitions = ["orders-0", "refunds-0"]',
+     "watermark.partitions: 'refunds-0' names topic 'refunds', which source does not read (orders,payments)"),
+    ('subscribe_pattern = "pay.*"', "partitions = [0]",
+     "watermark.partitions: '0' is not a topic-partition; source reads several topics (pattern pay.*), each with "
+     "its own partitions: name them <topic>-<partition>, e.g. '<topic>-0'"),
+    ('subscribe_pattern = "pay.*"', 'partitions = ["orders-0"]',
+     "watermark.partitions: 'orders-0' names topic 'orders', which source does not read (pattern pay.*)"),
+])
+def test_declared_partitions_of_several_topics_are_topic_partitions(tmp_path, subscription, watermark, message):
+    with pytest.raises(ConfigError) as e:
+        _several(tmp_path, subscription, watermark)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
