@@ -16,12 +16,18 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
 import lowwater as lw
-from lowwater.config import load_config
+from lowwater.config import ConfigError, load_config
+from lowwater.core.judge import judge
+from lowwater.core.lateness import Lateness
+from lowwater.core.tracker import WatermarkTracker
+from lowwater.core.watermarks import WatermarkStrategy
+from lowwater.core.windows import TumblingWindows
 from lowwater.spark.engine import Engine
 from lowwater.spark.step import summarise
 from lowwater.testing.outputs import read_output
@@ -33,9 +39,9 @@ pytestmark = pytest.mark.spark
 SCHEMA = "partition INT, offset LONG, arrival_time LONG, event_time LONG, key STRING, amount DOUBLE"
 
 
-def windowed(p: lw.Pipeline, out: Path, *sinks: lw.Sink) -> lw.Pipeline:
+def windowed(p: lw.Pipeline, out: Path, *sinks: lw.Sink, partitions: tuple = (0, 1, 2, 3)) -> lw.Pipeline:
     """WINDOWING (test_kafka.py) in Python."""
-    return (p.watermark(lw.bounded("2s").with_idleness("5s").with_partitions(0, 1, 2, 3))
+    return (p.watermark(lw.bounded("2s").with_idleness("5s").with_partitions(*partitions))
             .window(lw.tumbling("5 seconds"), key="key")
             .agg(total=F.sum("amount"))
             .lateness(grace="0s", policy="side_output")
@@ -113,15 +119,18 @@ def test_a_kafka_dataframe_with_the_users_from_json_gives_what_format_kafka_give
 
     The first topic is the seeds' stream (its partition 3 lags 8 s); the second's partitions are all on
     time. As with ``format = "kafka"``, each topic-partition is a lane of the arrival frontier (rows held
-    behind the partitions with a backlog, so the cut does not matter) and the watermark generators are
-    the partition numbers of the source: partition 3 of the second topic moves the first one's partition
-    3 on, so most of its rows are too late -- the verdicts depend on both rules, and must be equal.
+    behind the partitions with a backlog, so the cut does not matter) and has its own watermark generator
+    (ADR 0043): the second topic's partition 3 does not move the first one's on, so the lagging partition
+    holds ``W`` instead of having its rows judged too late -- the verdicts are the core tracker's over the
+    same rows, one batch, and both doors give them.
     """
     rows, more = stream(), on_time()
     produce(kafka_broker, "api_payments", rows)
     produce(kafka_broker, "api_payments_b", more)
+    names = [f"{t}-{p}" for t in ("api_payments", "api_payments_b") for p in range(4)]
     cfg = kafka_pipeline(tmp_path / "toml", kafka_broker, "api_payments", per_trigger=120)
-    cfg.write_text(cfg.read_text().replace('topic = "api_payments"', 'topics = ["api_payments", "api_payments_b"]'))
+    cfg.write_text(cfg.read_text().replace('topic = "api_payments"', 'topics = ["api_payments", "api_payments_b"]')
+                   .replace("partitions = [0, 1, 2, 3]", f"partitions = {json.dumps(names)}"))
     want = Engine(load_config(cfg), spark).run(drain=True)
 
     raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka_broker.bootstrap)
@@ -130,8 +139,12 @@ def test_a_kafka_dataframe_with_the_users_from_json_gives_what_format_kafka_give
     value = F.from_json(F.col("value").cast("string"), "event_time LONG, key STRING, amount DOUBLE")
     df = raw.select(value.alias("v"), "topic", "partition", "offset", "timestamp").select(
         "v.*", "topic", "partition", "offset", "timestamp")
+    # Several topics: a bare partition number names no one partition (one line, before anything runs)
+    with pytest.raises(ConfigError, match=r"^watermark\.partitions: '0' is not a topic-partition; source reads "):
+        windowed(lw.stream(df, event_time="event_time", time_unit="ms"), tmp_path / "bare").start(tmp_path / "bare")
     # partition, offset and timestamp: a Kafka DataFrame's, taken by default
-    pipeline = windowed(lw.stream(df, event_time="event_time", time_unit="ms"), tmp_path / "py" / "out")
+    pipeline = windowed(lw.stream(df, event_time="event_time", time_unit="ms"), tmp_path / "py" / "out",
+                        partitions=tuple(names))
     src = pipeline.config.source
     assert (src.partition, src.offset, src.arrival_time) == ("partition", "offset", "timestamp")
     total = len(rows) + len(more)
@@ -148,11 +161,34 @@ def test_a_kafka_dataframe_with_the_users_from_json_gives_what_format_kafka_give
     assert got[:2] == toml[:2] and got[0] and len(got[1]) >= 5
     late = late_records(spark, tmp_path / "py", "topic", "partition", "offset")
     assert late == late_records(spark, tmp_path / "toml", "kafka_topic", "kafka_partition", "kafka_offset")
+    # One generator per topic-partition: the core tracker's verdicts over the same rows in arrival order.
+    topics = {"api_payments": rows, "api_payments_b": more}
+    expected = too_late(topics, by_topic=True)
+    assert {(t, p, o) for t, p, o, _ in late} == expected
     lagging = sum(1 for r in rows if r["partition"] == 3)
-    assert sum(1 for t, p, *_ in late if (t, p) == ("api_payments", 3)) > lagging / 2  # the shared generator
+    assert sum(1 for t, p, _ in expected if (t, p) == ("api_payments", 3)) < lagging / 4  # it holds W instead
+    assert not any(t == "api_payments_b" for t, *_ in expected)  # ... and holds the other topic's rows on time
+    shared = too_late(topics, by_topic=False)  # one generator per partition number, as before ADR 0043
+    assert sum(1 for t, p, _ in shared if (t, p) == ("api_payments", 3)) > lagging / 2 and shared != expected
     metrics = pd.read_parquet(tmp_path / "py" / "out" / "metrics")
     assert metrics["rows"].sum() == want.totals["rows"] == total
     assert metrics["held_rows"].max() > 0 and len(metrics) > 2  # cut into steps, rows held behind the lanes
+
+
+def too_late(topics: dict[str, list[dict]], by_topic: bool) -> set[tuple[str, int, int]]:
+    """The rows (topic, partition, offset) the core judges too late: WINDOWING over every topic's rows at once.
+
+    ``by_topic``: one generator per topic-partition (ADR 0043); else one per partition number.
+    """
+    recs = sorted((r["arrival_time"], f"{t}-{r['partition']}", r["offset"], t, r) for t, rs in topics.items()
+                  for r in rs)
+    names = np.array([name if by_topic else str(r["partition"]) for _, name, _, _, r in recs])
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(2_000_000).with_idleness(5_000_000).with_partitions(
+        np.unique(names).tolist())
+    j = judge(WatermarkTracker(strategy), TumblingWindows(5_000_000), 0, names,
+              np.array([r["event_time"] * 1000 for *_, r in recs]), np.array([a * 1000 for a, *_ in recs]))
+    return {(t, r["partition"], r["offset"]) for (*_, t, r), v in zip(recs, j.row_verdict, strict=True)
+            if v == Lateness.TOO_LATE}
 
 
 def test_an_endless_rate_source_runs_until_stopped_and_reports_its_progress(spark, tmp_path):
