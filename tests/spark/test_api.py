@@ -114,7 +114,8 @@ def late_records(spark, root: Path, topic: str, partition: str, offset: str) -> 
     return sorted((r[topic], int(r[partition]), int(r[offset]), r.reason) for _, r in late.iterrows())
 
 
-def test_a_kafka_dataframe_with_the_users_from_json_gives_what_format_kafka_gives(spark, kafka_broker, tmp_path):
+def test_a_kafka_dataframe_with_the_users_from_json_gives_what_format_kafka_gives(spark, kafka_broker, tmp_path,
+                                                                                  monkeypatch):
     """Two topics whose partitions share numbers, cut 120 offsets a step: the DataFrame is read as the topic is.
 
     The first topic is the seeds' stream (its partition 3 lags 8 s); the second's partitions are all on
@@ -131,7 +132,9 @@ def test_a_kafka_dataframe_with_the_users_from_json_gives_what_format_kafka_give
     cfg = kafka_pipeline(tmp_path / "toml", kafka_broker, "api_payments", per_trigger=120)
     cfg.write_text(cfg.read_text().replace('topic = "api_payments"', 'topics = ["api_payments", "api_payments_b"]')
                    .replace("partitions = [0, 1, 2, 3]", f"partitions = {json.dumps(names)}"))
+    monkeypatch.setenv("LOWWATER_ROW_CLOCK", "driver")  # TOML: W(r) on the driver; the DataFrame: on the executors
     want = Engine(load_config(cfg), spark).run(drain=True)
+    monkeypatch.delenv("LOWWATER_ROW_CLOCK")
 
     raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka_broker.bootstrap)
            .option("subscribe", "api_payments,api_payments_b").option("startingOffsets", "earliest")
