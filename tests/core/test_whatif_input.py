@@ -130,7 +130,7 @@ event_time = "event_time"
 
 [watermark]
 max_out_of_orderness = "3s"
-partitions = [0, 1]
+partitions = ["payments-0", "refunds-0"]
 
 [window]
 type = "tumbling"
@@ -166,8 +166,20 @@ def test_a_kafka_config_replays_a_snapshot_of_its_topic_with_the_records_columns
     assert (src.format, src.path, src.kafka) == ("jsonl", str(tmp_path / "snapshot"), None)
     assert (src.event_time, src.partition, src.offset, src.arrival_time) == (
         "event_time", "kafka_partition", "kafka_offset", "kafka_timestamp")
-    assert src.watermark.max_out_of_orderness_us == 3_000_000 and src.watermark.declared_partitions == ("0", "1")
+    assert src.watermark.max_out_of_orderness_us == 3_000_000
+    # Several topics: the engine's generators are per topic-partition, so are the replay's (ADR 0043)
+    assert src.topic_column == "kafka_topic" and src.watermark.declared_partitions == ("payments-0", "refunds-0")
     assert replay.window.size_us == 60_000_000 and replay.window.key == ("key",)
     flagged = _replay_config(str(tmp_path / "snapshot"), cfg, None, None, None, "p", None, None, None, None, None,
                              None, None)
     assert flagged.source.partition == "p"  # a flag still names another column
+    one = tmp_path / "one.toml"
+    one.write_text(KAFKA_CONFIG.replace('topics = ["payments", "refunds"]', 'topic = "payments"')
+                   .replace('["payments-0", "refunds-0"]', "[0, 1]"))
+    single = _replay_config(str(tmp_path / "snapshot"), one, *[None] * 11).source
+    assert single.topic_column is None and single.watermark.declared_partitions == ("0", "1")  # numbers, as ever
+    cfg.write_text(KAFKA_CONFIG.replace('["payments-0", "refunds-0"]', "[0, 1]"))
+    code, lines = invoke("whatif", str(tmp_path / "snapshot"), "--config", str(cfg))
+    assert (code, lines) == (2, [
+        "error: watermark.partitions: '0' is not a topic-partition; source reads several topics (column "
+        "kafka_topic), each with its own partitions: name them <topic>-<partition>, e.g. '<topic>-0'"])

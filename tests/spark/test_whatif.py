@@ -75,6 +75,19 @@ path = "out"
     cfg = replay_config(str(snapshot), tmp_path / "pipeline.toml", *[None] * 11)
     grid = run_whatif(spark, cfg, SweepSpec([0, 2 * S, 5 * S], [0], chunk_rows=7))
     assert [r["too_late"] for r in sorted(grid, key=lambda r: r["lateness"])] == [2, 2, 1]  # the hand grid's
+    # Several topics (ADR 0043): a topic u whose partition 0 runs 1000 s ahead, each record just after one of
+    # t's. Its own generator: W is t-0's, so t's verdicts are the hand grid's and u's rows are on time (one
+    # generator for both partitions 0 would judge nearly all of t's rows too late against u's progress).
+    (snapshot / "part-1.jsonl").write_text("".join(json.dumps({
+        "event_time": 1000.0 + i, "key": "u", "amount": 1.0, "kafka_topic": "u", "kafka_partition": 0,
+        "kafka_offset": i, "kafka_timestamp": i + 0.5}) + "\n" for i in range(6)))
+    (tmp_path / "pipeline.toml").write_text(
+        (tmp_path / "pipeline.toml").read_text().replace('topic = "t"', 'topics = ["t", "u"]'))
+    cfg = replay_config(str(snapshot), tmp_path / "pipeline.toml", *[None] * 11)
+    assert cfg.source.topic_column == "kafka_topic"
+    grid = run_whatif(spark, cfg, SweepSpec([0, 2 * S, 5 * S], [0], chunk_rows=7))
+    assert [(r["rows"], r["too_late"]) for r in sorted(grid, key=lambda r: r["lateness"])] == [(12, 2), (12, 2),
+                                                                                                (12, 1)]
 
 
 @settings(

@@ -20,11 +20,20 @@ from __future__ import annotations
 
 import glob
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from lowwater.config import ConfigError, PipelineConfig, parse_config
-from lowwater.config.kafka import KAFKA_OFFSET, KAFKA_PARTITION, KAFKA_TIMESTAMP
+from lowwater.config.kafka import (
+    KAFKA_OFFSET,
+    KAFKA_PARTITION,
+    KAFKA_TIMESTAMP,
+    KAFKA_TOPIC,
+    several_topics,
+    subscription,
+)
+from lowwater.config.watermark import check_strategy
 
 EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet",
               ".pq": "parquet"}
@@ -69,11 +78,15 @@ def _load(config: Path | None) -> tuple[dict[str, Any], Path]:
 
 
 def _one_log(src: dict[str, Any], wm: dict[str, Any], input_path: str | None, base: Path,
-             flags: dict[str, str | None], idle_timeout: str | None, partitions: str | None) -> None:
-    """Point the only source at its log and apply the source flags (in place)."""
+             flags: dict[str, str | None], idle_timeout: str | None, partitions: str | None) -> bool:
+    """Point the only source at its log and apply the source flags (in place).
+
+    True for a snapshot of a Kafka source of several topics: its partitions are topic-partitions.
+    """
     where = "source" if "name" not in src else f"source.{src['name']}"
+    by_topic = False
     if src.get("format") == "kafka":
-        _kafka_snapshot(src, where, input_path)
+        by_topic = _kafka_snapshot(src, where, input_path)
     if input_path is not None:
         check_input(input_path)
         src["path"] = str(Path(input_path).absolute())
@@ -99,23 +112,28 @@ def _one_log(src: dict[str, Any], wm: dict[str, Any], input_path: str | None, ba
         wm["idle_timeout"] = idle_timeout
     if partitions is not None:
         wm["partitions"] = split(partitions)
+    return by_topic
 
 
-def _kafka_snapshot(src: dict[str, Any], where: str, input_path: str | None) -> None:
+def _kafka_snapshot(src: dict[str, Any], where: str, input_path: str | None) -> bool:
     """A Kafka source read as files of its records (in place): the value's fields and the ``kafka_*`` columns.
 
     A snapshot holds the rows as the engine reads them (``io/kafka.py``), so the roles are the record's
     columns; the files' own format and columns are read as any INPUT's (``--format``, inference).
+    True when the source reads several topics: then ``kafka_topic`` names each row's topic-partition
+    with ``kafka_partition``, as the engine's generators do (ADR 0043).
     """
     if input_path is None:
         raise ConfigError(
             f'{where}.format = "kafka": a replay reads files, not the topic: pass a snapshot of it as INPUT '
             f"(rows of the value's fields and the record's {KAFKA_PARTITION}, {KAFKA_OFFSET} and "
             f"{KAFKA_TIMESTAMP} columns, e.g. lowwater whatif snapshot/ --config ...)")
+    by_topic = several_topics(subscription(where, src))
     kept = ("name", "event_time", "time_unit", "time_zone", "watermark")
     for k in [k for k in src if k not in kept]:
         del src[k]
     src.update(partition=KAFKA_PARTITION, offset=KAFKA_OFFSET, arrival_time=KAFKA_TIMESTAMP)
+    return by_topic
 
 
 def _window(win: dict[str, Any], window: str | None, slide: str | None, gap: str | None, key: str | None) -> None:
@@ -180,6 +198,7 @@ def replay_of(data: dict[str, Any], base: Path, input_path: str | None, options:
     flags = {k: options.get(k) for k in REPLAY_FLAGS}
     idle_timeout, partitions = options.get("idle_timeout"), options.get("partitions")
     tables = data.get("source")
+    by_topic = False
     if isinstance(tables, list) and len(tables) > 1 and all(isinstance(t, dict) for t in tables):
         names = ", ".join(str(t.get("name", "?")) for t in tables)
         if not several:
@@ -197,14 +216,20 @@ def replay_of(data: dict[str, Any], base: Path, input_path: str | None, options:
             if isinstance(path, str) and "://" not in path:
                 check_input(path if Path(path).is_absolute() else str(base / path), f"source.{t.get('name')}.path")
     elif isinstance(tables, list) and len(tables) == 1 and isinstance(tables[0], dict):
-        _one_log(tables[0], tables[0].setdefault("watermark", {}), input_path, base, flags, idle_timeout, partitions)
+        by_topic = _one_log(tables[0], tables[0].setdefault("watermark", {}), input_path, base, flags, idle_timeout,
+                            partitions)
     else:
         src = data.setdefault("source", {})
         if not isinstance(src, dict):
             raise ConfigError("[source] must be a table, or [[source]] tables (one per source)")
-        _one_log(src, data.setdefault("watermark", {}), input_path, base, flags, idle_timeout, partitions)
+        by_topic = _one_log(src, data.setdefault("watermark", {}), input_path, base, flags, idle_timeout, partitions)
     _window(data.setdefault("window", {}), options.get("window"), options.get("slide"), options.get("gap"),
             options.get("key"))
     data.setdefault("output", {"path": "whatif-unused"})
     data.pop("late", None)
-    return parse_config(data, base_dir=base)
+    cfg = parse_config(data, base_dir=base)
+    if by_topic:  # a snapshot of several topics: topic-partitions, declared ones too (ADR 0043)
+        src_ = replace(cfg.source, topic_column=KAFKA_TOPIC)
+        check_strategy(src_, src_.watermark, src_.watermark_key)
+        cfg = replace(cfg, sources=(src_,))
+    return cfg

@@ -66,9 +66,9 @@ def kafka_readers(cfg: PipelineConfig, frames: dict[str, DataFrame]) -> Pipeline
     for s in cfg.sources:
         df = frames.get(s.name)
         settings = reader_settings(df) if df is not None and kafka_roles(s, df.columns) else None
-        if settings is not None:
-            s = replace(s, kafka=settings)
-            check_strategy(s, s.watermark, s.watermark_key)  # several topics: topic-partition names (ADR 0043)
+        if settings is not None:  # several topics: topic-partitions, also the declared ones (ADR 0043)
+            s = replace(s, kafka=settings, topic_column=KAFKA_TOPIC if settings.several_topics else None)
+            check_strategy(s, s.watermark, s.watermark_key)
         sources.append(s)
     return replace(cfg, sources=tuple(sources))
 

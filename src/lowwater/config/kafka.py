@@ -78,8 +78,7 @@ class KafkaSettings:
 
         Then its partitions are named ``topic-partition``; a single topic's keep their numbers.
         """
-        kind, value = self.subscribe
-        return kind != "subscribe" or "," in value
+        return several_topics(self.subscribe)
 
     def options(self) -> dict[str, str]:
         """The options of ``spark.readStream.format("kafka")``."""
@@ -177,6 +176,29 @@ def _starting_offsets(where: str, value: Any) -> str:
     raise ConfigError(msg)
 
 
+def subscription(where: str, s: dict[str, Any]) -> tuple[str, str]:
+    """What a ``[source]`` table subscribes to: ``("subscribe", "a,b")`` or ``("subscribePattern", "pay.*")``."""
+    given = [k for k in ("topic", "topics", "subscribe_pattern") if k in s]
+    if len(given) != 1:
+        msg = f"{where}.topic: give exactly one of topic, topics or subscribe_pattern (got {len(given)})"
+        raise ConfigError(msg)
+    if given[0] == "topic":
+        return ("subscribe", text(where, "topic", s["topic"]))
+    if given[0] == "topics":
+        topics = s["topics"]
+        if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
+            msg = f"{where}.topics: expected a non-empty list of topic names, got {topics!r}"
+            raise ConfigError(msg)
+        return ("subscribe", ",".join(topics))
+    return ("subscribePattern", text(where, "subscribe_pattern", s["subscribe_pattern"]))
+
+
+def several_topics(subscribe: tuple[str, str]) -> bool:
+    """Whether a subscription can deliver more than one topic: several topics, or a pattern (ADR 0043)."""
+    kind, value = subscribe
+    return kind != "subscribe" or "," in value
+
+
 def parse_kafka(where: str, s: dict[str, Any]) -> tuple[KafkaSettings, str]:
     """The Kafka settings of one ``[source]`` table and the value's schema (``schema``, or ``value STRING``)."""
     for key in ("path", "partition", "offset", "arrival_time", "max_files_per_batch"):
@@ -189,20 +211,7 @@ def parse_kafka(where: str, s: dict[str, Any]) -> tuple[KafkaSettings, str]:
         msg = f"{where}.bootstrap_servers is required (host:port[,host:port...])"
         raise ConfigError(msg)
     servers = text(where, "bootstrap_servers", s["bootstrap_servers"])
-    given = [k for k in ("topic", "topics", "subscribe_pattern") if k in s]
-    if len(given) != 1:
-        msg = f"{where}.topic: give exactly one of topic, topics or subscribe_pattern (got {len(given)})"
-        raise ConfigError(msg)
-    if given[0] == "topic":
-        subscribe = ("subscribe", text(where, "topic", s["topic"]))
-    elif given[0] == "topics":
-        topics = s["topics"]
-        if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
-            msg = f"{where}.topics: expected a non-empty list of topic names, got {topics!r}"
-            raise ConfigError(msg)
-        subscribe = ("subscribe", ",".join(topics))
-    else:
-        subscribe = ("subscribePattern", text(where, "subscribe_pattern", s["subscribe_pattern"]))
+    subscribe = subscription(where, s)
     mopt = s.get("max_offsets_per_trigger")
     if mopt is not None and (not isinstance(mopt, int) or isinstance(mopt, bool) or mopt < 1):
         msg = f"{where}.max_offsets_per_trigger: expected a positive integer, got {mopt!r}"

@@ -29,6 +29,7 @@ from lowwater.config.kafka import (
     KAFKA_OFFSET,
     KAFKA_PARTITION,
     KAFKA_TIMESTAMP,
+    KAFKA_TOPIC,
     KafkaSettings,
     parse_kafka,
 )
@@ -75,6 +76,9 @@ class SourceConfig:
     watermark: WatermarkStrategy = field(default_factory=WatermarkStrategy)
     named: bool = False
     kafka: KafkaSettings | None = None  # format = "kafka" (config/kafka.py); path is then kafka://<topics>
+    # A Kafka source of several topics (or a replay of its snapshot): the column of each row's topic. Its
+    # partitions are then topic-partitions, ``<topic>-<partition>`` (ADR 0043); None: partition numbers.
+    topic_column: str | None = None
     # source.time_zone: the zone of timestamps written without one (None: not set, read as UTC).
     time_zone: str | None = None
 
@@ -96,7 +100,7 @@ class SourceConfig:
     def required_columns(self) -> list[str]:
         """This source's own columns (not the window's key and values), in role order."""
         cols = [self.event_time]
-        cols += [c for c in (self.partition, self.offset, self.arrival_time, self.marker) if c]
+        cols += [c for c in (self.partition, self.offset, self.arrival_time, self.marker, self.topic_column) if c]
         return list(dict.fromkeys(cols))
 
     @property
@@ -315,5 +319,6 @@ def _parse_kafka_source(s: dict[str, Any], where: str, name: str, named: bool) -
         name=name,
         named=named,
         kafka=settings,
+        topic_column=KAFKA_TOPIC if settings.several_topics else None,
         time_zone=time_zone(where, s),
     )

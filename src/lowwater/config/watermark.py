@@ -49,7 +49,7 @@ def check_strategy(src: SourceConfig, strategy: WatermarkStrategy, where: str) -
     if not src.partition and (strategy.declared_partitions or strategy.idle_timeout_us):
         msg = f"{where}: partitions and idle_timeout need {at}.partition"
         raise ConfigError(msg)
-    if src.kafka is not None and src.kafka.several_topics:
+    if src.topic_column:
         check_topic_partitions(src, strategy, where)
     marker = strategy.marker
     if marker is not None and marker in (src.event_time, src.partition, src.offset, src.arrival_time):
@@ -63,27 +63,23 @@ def check_topic_partitions(src: SourceConfig, strategy: WatermarkStrategy, where
     """A Kafka source of several topics names its partitions ``topic-partition`` (ADR 0043): so must its table.
 
     A bare number would name one partition of every topic; a topic the source does not read (not in
-    its list, not matching its pattern) would never report. Either is one line.
+    its list, not matching its pattern) would never report. Either is one line. (A replay of a
+    snapshot has its topic column, not the subscription: only the form is checked there.)
     """
-    assert src.kafka is not None
-    kind, value = src.kafka.subscribe
+    kind, value = src.kafka.subscribe if src.kafka is not None else ("", "")
+    topics = src.kafka.topics_text if src.kafka is not None else f"column {src.topic_column}"
     named = [(f"{where}.partitions", p) for p in strategy.declared_partitions]
     named += [(f"{where}.out_of_orderness_by_partition", p) for p, _ in strategy.per_partition_us]
     for key, name in named:
         parsed = split_topic_partition(name)
         if parsed is None:
-            msg = (f"{key}: {name!r} is not a topic-partition; {src.where} reads several topics "
-                   f"({src.kafka.topics_text}), each with its own partitions: name them <topic>-<partition>, "
-                   f"e.g. {_example(kind, value)!r}")
+            example = f"{value.split(',')[0]}-0" if kind == "subscribe" else "<topic>-0"
+            msg = (f"{key}: {name!r} is not a topic-partition; {src.where} reads several topics ({topics}), "
+                   f"each with its own partitions: name them <topic>-<partition>, e.g. {example!r}")
             raise ConfigError(msg)
-        if not _reads(kind, value, parsed[0]):
-            msg = (f"{key}: {name!r} names topic {parsed[0]!r}, "
-                   f"which {src.where} does not read ({src.kafka.topics_text})")
+        if kind and not _reads(kind, value, parsed[0]):
+            msg = f"{key}: {name!r} names topic {parsed[0]!r}, which {src.where} does not read ({topics})"
             raise ConfigError(msg)
-
-
-def _example(kind: str, value: str) -> str:
-    return f"{value.split(',')[0]}-0" if kind == "subscribe" else "<topic>-0"
 
 
 def _reads(kind: str, value: str, topic: str) -> bool:

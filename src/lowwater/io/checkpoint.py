@@ -74,7 +74,7 @@ def _partition(src: SourceConfig) -> str:
     A checkpoint of such a source written when its generators were per partition number
     says the bare column: it is refused (one line) rather than remapped.
     """
-    if src.kafka is not None and src.kafka.several_topics:
+    if src.topic_column:
         return f"{src.partition} of each topic (topic-partition)"
     return _opt(src.partition)
 

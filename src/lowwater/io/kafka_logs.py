@@ -91,7 +91,7 @@ class KafkaLogs:
         for name, topics in self.ends(spark_batch).items():
             src = next(s for s in self.sources if s.name == name)
             latest = self.end_offsets(src, topics)
-            by_topic = src.kafka is not None and src.kafka.several_topics  # lanes named as the rows' (ADR 0043)
+            by_topic = src.topic_column is not None  # several topics: lanes named as the rows' (ADR 0043)
             for topic, parts in topics.items():
                 for p, end in parts.items():
                     out[kafka_lane(name, p, topic, by_topic)] = end >= latest.get((topic, p), 0)

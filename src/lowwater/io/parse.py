@@ -247,10 +247,13 @@ def _engine_columns(
     psort = F.col(src.partition) if src.partition and isinstance(part_type, _NUMERIC) else part
     if named and src.partition and isinstance(part_type, _NUMERIC):
         psort = F.lpad(F.col(src.partition).cast("long").cast("string"), 20, "0")
-    if src.kafka is not None and src.kafka.several_topics:
-        # A source of several topics: each topic-partition its own generator (ADR 0043), named as its
-        # lane is: the Kafka sources' `_file` (io/kafka.KafkaSource.rows, api/running._ordered).
-        part = psort = F.when(F.col(src.partition).isNotNull(), F.col("_file"))
+    if src.topic_column and src.partition:
+        # A Kafka source of several topics: each topic-partition its own generator (ADR 0043), named
+        # as its lane and `source_file` are (core/frontier.topic_partition).
+        topic = F.col(src.topic_column)
+        part = psort = F.concat_ws("-", topic.cast("string"), F.col(src.partition).cast("string"))
+        if src.topic_column not in non_null:
+            checks.append((topic.isNull(), f"missing topic ({src.topic_column})"))
     out = [
         event_us.alias("_event_us"),
         arrival_us.alias("_arrival_us"),
