@@ -175,6 +175,10 @@ def test_a_kafka_dataframe_with_the_users_from_json_gives_what_format_kafka_give
     assert sum(1 for t, p, _ in shared if (t, p) == ("api_payments", 3)) > lagging / 2 and shared != expected
     metrics = pd.read_parquet(tmp_path / "py" / "out" / "metrics")
     assert metrics["rows"].sum() == want.totals["rows"] == total
+    # metrics name each generator as its lane does: topic-partitions, the holding one among them
+    assert {k for m in metrics["partition_watermarks"] for k, _ in m} == set(names)
+    holding = set(metrics["holding_partition"].dropna())
+    assert holding and holding <= set(names)
     assert metrics["held_rows"].max() > 0 and len(metrics) > 2  # cut into steps, rows held behind the lanes
 
 
