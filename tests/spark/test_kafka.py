@@ -213,6 +213,9 @@ def test_bad_values_are_dead_letters_with_topic_partition_and_offset(spark, kafk
 
 @pytest.mark.parametrize(("edit", "env", "expected"), [
     (("topic = ", "topics = "), {}, "source.topics: expected a non-empty list of topic names"),
+    (('topic = "t"', 'topics = ["t", "u"]'), {},  # several topics: partitions are topic-partitions (ADR 0043)
+     "watermark.partitions: '0' is not a topic-partition; source reads several topics (t,u), each with its own "
+     "partitions: name them <topic>-<partition>, e.g. 't-0'"),
     (("", ""), {"LOWWATER_KAFKA_JARS": "{empty}"}, "source.format: kafka needs Spark's Kafka connector"),
 ])
 def test_bad_kafka_configuration_is_one_line_and_exit_2(tmp_path, edit, env, expected):
