@@ -204,3 +204,20 @@ def test_declared_partitions_of_several_topics_are_topic_partitions(tmp_path, su
     with pytest.raises(ConfigError) as e:
         _several(tmp_path, subscription, watermark)
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_a_kafka_table_of_several_topics_among_sources_names_its_own_keys(tmp_path):
+    p = tmp_path / "p.toml"
+    kafka = ('[[source]]\nname = "k"\nformat = "kafka"\nbootstrap_servers = "b:9092"\ntopics = ["t", "u"]\n'
+             'schema = "x DOUBLE"\nevent_time = "x"\nwatermark = {{ max_out_of_orderness = "7s", {parts} }}\n')
+    files = ('[[source]]\nname = "f"\npath = "in"\nevent_time = "x"\narrival_time = "a"\npartition = "p"\n'
+             'watermark = { partitions = [0, 1] }\n')  # a file source's partitions stay its own names
+    rest = REST.replace('[watermark]\nmax_out_of_orderness = "3s"\n', "")
+    p.write_text(kafka.format(parts='partitions = ["t-0", "u-0"]') + files + rest)
+    k, f = load_config(p).sources
+    assert (k.topic_column, f.topic_column) == ("kafka_topic", None) and "kafka_topic" in k.required_columns
+    assert f.watermark.declared_partitions == ("0", "1")
+    p.write_text(kafka.format(parts="partitions = [0]") + files + rest)
+    with pytest.raises(ConfigError, match=r"^source\.k\.watermark\.partitions: '0' is not a topic-partition; "
+                                          r"source\.k reads several topics \(t,u\)"):
+        load_config(p)
