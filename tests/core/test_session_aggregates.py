@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -185,3 +186,17 @@ def test_a_large_session_is_the_same_for_every_cut_and_its_sketches_within_their
         rank = sum(v <= got["med"] for v in vs) / n
         assert abs(rank - 0.5) <= 2 * 0.0165, rank
         assert got["nd"] == truth and got["list"] == vs  # events never decrease: arrival order is event order
+
+
+def test_a_session_past_the_collection_bound_fails_in_one_line():
+    """A session's collection is bounded as a window's (ADR 0034): past it the row that overflows fails the step with
+    the line the CLI prints, never a silently cut collection."""
+    specs = [AggSpec("s", "collect_set", "v")]
+    inputs = value_inputs(specs)
+    m = SessionMachine(10, 0, len(inputs), "accumulating")
+    for i in range(partials.COLLECTION_LIMIT):
+        m.process("a", 0, NEG_INF, tuple(input_value(i, of) for _, of in inputs))
+    m.process("a", 1, NEG_INF, tuple(input_value(0, of) for _, of in inputs))  # a value it holds: no growth
+    with pytest.raises(OverflowError, match=rf"^lowwater: collection over its bound: one window's collection holds "
+                                            rf"more than {partials.COLLECTION_LIMIT} values$"):
+        m.process("a", 2, NEG_INF, tuple(input_value(-1, of) for _, of in inputs))

@@ -239,3 +239,47 @@ def test_the_executors_value_inputs_are_the_cores():
         assert [None if x != x else x for x in core] == want, (dt, of)
     with pytest.raises(OverflowError, match="^lowwater: sum overflow: a square"):  # past a bigint: the step fails
         arrow_input(pa.array([2**32], pa.int64()), T.LongType(), SQUARE)
+
+
+def test_a_sessions_partial_values_cross_to_json_and_arrow_and_back():
+    """``sessions/values.py``: every value input of every column kind goes to the state's JSON (as a retraction's
+    values are kept) and back unchanged, and into the Arrow type of its state column; fields nobody reads are null."""
+    import json
+    from decimal import Decimal
+
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from lowwater.core.aggregates import AggSpec
+    from lowwater.core.partials import BY_TIME, COLLECTED, add_row_where, empty, input_value
+    from lowwater.spark.operators.sessions.values import NULLED, slots, special_inputs
+    from lowwater.spark.operators.windowed.fold import StateLayout
+
+    types = {"d": T.DecimalType(10, 2), "s": T.StringType(), "x": T.DoubleType(), "t": T.TimestampType(),
+             "q": T.IntegerType()}
+    # Values as they travel (a timestamp as its µs); NaN is null.
+    nan = float("nan")
+    rows = {"d": [Decimal("1.10"), nan, Decimal("-3.25")], "s": ["b", "a", nan], "x": [2.5, nan, -0.5],
+            "t": [10**15, 7, nan], "q": [3, 3, nan]}
+    funcs = ("first_by_time", "last_by_time", "collect_set", "collect_list", "approx_count_distinct")
+    specs = (*(AggSpec(f"{f}_{c}", f, c) for c in types for f in funcs), AggSpec("p", "approx_percentile", "x", 0.5))
+    lay = StateLayout.of((), (), specs, types)
+    special, slot = special_inputs(lay), slots(lay)
+    assert set(special.values()) == {BY_TIME, *COLLECTED}
+    adds = [of in COLLECTED or (of != BY_TIME and c in ("d", "x", "q"))
+            for c, of in zip(lay.values, lay.inputs, strict=True)]
+    p = empty(len(lay.values))
+    for r in range(3):
+        add_row_where(p, [input_value(rows[c][r], lay.input_of(j), (5, 1, r, 0)) if j in special else rows[c][r]
+                          for j, c in enumerate(lay.values)], adds)
+    text = json.dumps([s.to_json(v) for s, v in zip(slot, p, strict=True)], default=str)
+    back = [s.load(x) for s, x in zip(slot, json.loads(text, parse_float=Decimal), strict=True)]
+    state = {f.name: f.dataType for f in lay.schema().fields}
+    for (c, _, _), s, v, b in zip(lay.partial_fields(), slot, p, back, strict=True):
+        if s.of == NULLED:
+            assert b is None, c
+        else:
+            assert (b.data == v.data) if s.of in ("hll", "kll") else (b == v), (c, v, b)
+        got = pa.array([s.to_arrow(v)], to_arrow_type(state[c]))  # the state column's own type takes it
+        assert got.null_count == (1 if s.of == NULLED or v is None else 0), c
