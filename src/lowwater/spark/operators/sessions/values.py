@@ -35,6 +35,8 @@ class Slot:
 
     def load(self, v: object) -> object:
         """A value as Spark's ``to_json`` (or :meth:`to_json`) wrote it, read with ``parse_float=Decimal``."""
+        if not self.of:  # a value as it travels (a number, text, an ordinal): every position of most pipelines
+            return from_json(self.kind, v)
         if v is None or self.of == NULLED:
             return None
         if self.of == BY_TIME:
@@ -45,9 +47,7 @@ class Slot:
             return Collection(tuple(self._timed(x) for x in v), unique=False)  # type: ignore[union-attr]
         if self.of == HLL:
             return Sketch(base64.b64decode(v))  # type: ignore[arg-type]
-        if self.of == KLL:
-            return Quantiles(base64.b64decode(v))  # type: ignore[arg-type]
-        return from_json(self.kind, v)
+        return Quantiles(base64.b64decode(v))  # type: ignore[arg-type]
 
     def _timed(self, d: object) -> tuple:
         return (*(int(d[c]) for c in _TIME), from_json(self.kind, d.get("v")))  # type: ignore[index,union-attr]
