@@ -116,17 +116,18 @@ def test_a_late_row_earlier_by_event_time_revises_first_and_retracts_the_old_one
     assert got.value.high[-1] == "y"
 
 
-def test_sessions_joins_and_reconcile_refuse_by_time_in_one_line():
-    from lowwater.config import ConfigError, parse_config
+def test_joins_and_reconcile_refuse_by_time_in_one_line_and_sessions_keep_it():
+    from lowwater.config import parse_config
 
-    why = windowed_only(SPECS, "session windows")
-    assert why == ("first = first_by_time(v): session windows do not keep a row's arrival order, which breaks ties "
-                   "of event time, so first/last by event time is kept by tumbling and hopping windows only")
-    assert windowed_only([AggSpec("t", "sum", "v")], "session windows") is None
-    with pytest.raises(ConfigError, match=r"^window.aggregations.f = first_by_time\(v\): session windows do not"):
-        parse_config({"source": {"format": "jsonl", "path": "x", "partition": "p", "event_time": "t"},
-                      "window": {"type": "session", "gap": "10s", "aggregations": {"f": "first_by_time(v)"}},
-                      "output": {"path": "out"}})
+    why = windowed_only(SPECS, "windows after a join")
+    assert why == ("first = first_by_time(v): windows after a join do not keep a row's arrival order, which breaks "
+                   "ties of event time, so first/last by event time is kept by tumbling, hopping and session windows "
+                   "only")
+    assert windowed_only([AggSpec("t", "sum", "v")], "windows after a join") is None
+    cfg = parse_config({"source": {"format": "jsonl", "path": "x", "partition": "p", "event_time": "t"},
+                        "window": {"type": "session", "gap": "10s", "aggregations": {"f": "first_by_time(v)"}},
+                        "output": {"path": "out"}})  # the session machine keeps it (ADR 0038)
+    assert cfg.window.value_inputs == [("v", ""), ("v", BY_TIME)]
 
 
 def test_the_scenario_runners_core_path_gives_one_answer_for_every_cut():

@@ -93,6 +93,6 @@ def test_past_the_bound_a_merge_fails_in_one_line():
         merged(big, partial_of([(COLLECTION_LIMIT, (0, -1))]))
 
 
-def test_sessions_refuse_collections_in_one_line():
-    assert windowed_only(SPECS, "session windows").startswith(
-        "n = count_distinct(v): session windows do not keep a collection's values in their state yet")
+def test_joins_refuse_collections_in_one_line():
+    assert windowed_only(SPECS, "windows after a join").startswith(
+        "n = count_distinct(v): windows after a join do not keep a collection's values in their state yet")

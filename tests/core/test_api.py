@@ -381,9 +381,9 @@ def test_min_by_and_max_by_of_the_event_time_are_first_and_last_by_time(tmp_path
                                          r"partial: ties of offset are broken by the order rows reach a task") as e:
         p.agg(f="min_by(amount, offset)")
     assert "\n" not in str(e.value) and "(event_time)" in str(e.value)
-    with pytest.raises(ValueError, match=r"^window.aggregations.f = first_by_time\(amount\): session windows"):
-        _ = lw.stream(DataFrame(*DEMO_COLUMNS), event_time="event_time").window(lw.session(gap="5s")).agg(
-            f="first_by_time(amount)").write(lw.parquet(tmp_path / "o")).config
+    ses = lw.stream(DataFrame(*DEMO_COLUMNS), event_time="event_time").window(lw.session(gap="5s")).agg(
+        f="min_by(amount, event_time)").write(lw.parquet(tmp_path / "o")).config  # sessions keep it (ADR 0038)
+    assert [(a.func, a.column) for a in ses.window.aggregations] == [("first_by_time", "amount")]
 
 
 def test_a_percentile_keeps_its_fraction_through_the_file(tmp_path):

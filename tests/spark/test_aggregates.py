@@ -29,7 +29,7 @@ AGGS = {"ok": "count_if(flag)", "sd": "stddev(amount)", "sdp": "stddev_pop(amoun
 # Spark's own functions, by name (a Column needs a running session).
 SPARK = {"ok": ("count_if", "flag"), "sd": ("stddev", "amount"), "sdp": ("stddev_pop", "amount"),
          "v": ("variance", "qty"), "vp": ("var_pop", "qty"), "sdd": ("std", "price"), "total": ("sum", "amount")}
-# first/last by event time (tumbling only: sessions refuse them), against Spark's min_by/max_by ordered by
+# first/last by event time (tumbling and sessions), against Spark's min_by/max_by ordered by
 # (event time, arrival): the same tie-break; the value of the first row may be null, as min_by's.
 # Collections likewise: Spark's count_distinct, collect_set sorted (ours is), collect_list by (event, arrival).
 TIMED = {**AGGS, "f": "first_by_time(amount)", "l": "last_by_time(qty)", "fp": "first_by_time(price)",
@@ -52,6 +52,13 @@ SPARK_TIMED = {**SPARK, "f": ("min_by", "amount"), "l": ("max_by", "qty"), "fp":
                "cs": lambda: F.array_sort(F.collect_set("qty")), "cl": lambda: _in_order("amount"),
                "ad": lambda: F.hll_sketch_estimate(F.hll_sketch_agg("qty")), "aa": ("count_distinct", "amount"),
                "p5": lambda: _kll("amount", 0.5), "p9": lambda: _kll("qty", 0.9)}
+
+
+# Spark's session_window with two distinct aggregates (count_distinct of qty and of amount: its Expand rewrite)
+# counts a session's rows, not its distinct values (4 for the qty 1, 2, 1, 3 of one session): over sessions the
+# distinct counts are Spark's size(collect_set) of the same rows.
+SPARK_SESSION = {**SPARK_TIMED, "nd": lambda: F.size(F.collect_set("qty")),
+                 "aa": lambda: F.size(F.collect_set("amount"))}
 
 
 def _kll(c: str, p: float):  # noqa: ANN202 - a Column: Spark's own KLL sketch (k 200) of the column, at rank p
@@ -178,11 +185,15 @@ def test_new_aggregates_equal_sparks_batch_with_revisions_retractions_and_sessio
     standing = {w: {n: _none(g.iloc[-1][n]) for n in TIMED} for w, g in shown.groupby(["key", "ws", "we"])}
     _check(standing, _batch(spark, tmp_path / "early" / "landing", False, SPARK_TIMED))  # the last value: the whole
 
-    sessions = _config({"type": "session", "gap": "5s", "accumulation": "retracting"})
+    # Sessions keep them too (ADR 0038): the session machine's state carries the by-time structs (with the step and
+    # arrival order), arrays and sketch bytes across the cuts, through merges of sessions and their retractions.
+    sessions = _config({"type": "session", "gap": "5s", "accumulation": "retracting"}, TIMED)
     sessions["window"].pop("size")
     ses = run_scenario(spark, sessions, ROWS, cuts=CUTS, workdir=tmp_path / "ses")
     assert ses.summary["late_updates"] > 5 and ses.summary["too_late"] == 0
-    _check(_retracted(ses.results), _batch(spark, tmp_path / "ses" / "landing", session=True))
+    taken_back = ses.results[ses.results["kind"] == "retraction"]
+    assert len(taken_back) > 5 and taken_back["cl"].map(len).min() > 0  # retractions carry whole collections
+    _check(_retracted(ses.results, TIMED), _batch(spark, tmp_path / "ses" / "landing", True, SPARK_SESSION))
 
 
 def test_a_session_stddev_over_several_heads_is_named_not_compared(spark):
@@ -228,3 +239,47 @@ def test_the_executors_value_inputs_are_the_cores():
         assert [None if x != x else x for x in core] == want, (dt, of)
     with pytest.raises(OverflowError, match="^lowwater: sum overflow: a square"):  # past a bigint: the step fails
         arrow_input(pa.array([2**32], pa.int64()), T.LongType(), SQUARE)
+
+
+def test_a_sessions_partial_values_cross_to_json_and_arrow_and_back():
+    """``sessions/values.py``: every value input of every column kind goes to the state's JSON (as a retraction's
+    values are kept) and back unchanged, and into the Arrow type of its state column; fields nobody reads are null."""
+    import json
+    from decimal import Decimal
+
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from lowwater.core.aggregates import AggSpec
+    from lowwater.core.partials import BY_TIME, COLLECTED, add_row_where, empty, input_value
+    from lowwater.spark.operators.sessions.values import NULLED, slots, special_inputs
+    from lowwater.spark.operators.windowed.fold import StateLayout
+
+    types = {"d": T.DecimalType(10, 2), "s": T.StringType(), "x": T.DoubleType(), "t": T.TimestampType(),
+             "q": T.IntegerType()}
+    # Values as they travel (a timestamp as its µs); NaN is null.
+    nan = float("nan")
+    rows = {"d": [Decimal("1.10"), nan, Decimal("-3.25")], "s": ["b", "a", nan], "x": [2.5, nan, -0.5],
+            "t": [10**15, 7, nan], "q": [3, 3, nan]}
+    funcs = ("first_by_time", "last_by_time", "collect_set", "collect_list", "approx_count_distinct")
+    specs = (*(AggSpec(f"{f}_{c}", f, c) for c in types for f in funcs), AggSpec("p", "approx_percentile", "x", 0.5))
+    lay = StateLayout.of((), (), specs, types)
+    special, slot = special_inputs(lay), slots(lay)
+    assert set(special.values()) == {BY_TIME, *COLLECTED}
+    adds = [of in COLLECTED or (of != BY_TIME and c in ("d", "x", "q"))
+            for c, of in zip(lay.values, lay.inputs, strict=True)]
+    p = empty(len(lay.values))
+    for r in range(3):
+        add_row_where(p, [input_value(rows[c][r], lay.input_of(j), (5, 1, r, 0)) if j in special else rows[c][r]
+                          for j, c in enumerate(lay.values)], adds)
+    text = json.dumps([s.to_json(v) for s, v in zip(slot, p, strict=True)], default=str)
+    back = [s.load(x) for s, x in zip(slot, json.loads(text, parse_float=Decimal), strict=True)]
+    state = {f.name: f.dataType for f in lay.schema().fields}
+    for (c, _, _), s, v, b in zip(lay.partial_fields(), slot, p, back, strict=True):
+        if s.of == NULLED:
+            assert b is None, c
+        else:
+            assert (b.data == v.data) if s.of in ("hll", "kll") else (b == v), (c, v, b)
+        got = pa.array([s.to_arrow(v)], to_arrow_type(state[c]))  # the state column's own type takes it
+        assert got.null_count == (1 if s.of == NULLED or v is None else 0), c

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lowwater.config.errors import ConfigError, duration
-from lowwater.core.aggregates import AggSpec, value_columns, value_inputs, windowed_only
+from lowwater.core.aggregates import AggSpec, value_columns, value_inputs
 from lowwater.core.lateness import AllowedLateness
 from lowwater.core.triggers import AccumulationMode
 from lowwater.core.windows import HoppingWindows, SessionWindows, TumblingWindows
@@ -167,9 +167,6 @@ def parse_window(win: dict[str, Any]) -> WindowConfig:
                "key on a column named otherwise")
         raise ConfigError(msg)
     aggs = _aggregations(win, keys)
-    why = windowed_only(aggs, "session windows") if wtype == "session" else None
-    if why:
-        raise ConfigError(f"window.aggregations.{why}")
     accumulation = win.get("accumulation", "accumulating")
     if accumulation not in ACCUMULATION_MODES:
         msg = f"window.accumulation: {accumulation!r} is not one of {', '.join(ACCUMULATION_MODES)}"

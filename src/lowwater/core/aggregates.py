@@ -117,18 +117,19 @@ COLLECTIONS = ("count_distinct", "collect_set", "collect_list", "approx_count_di
 
 
 def windowed_only(specs: tuple[AggSpec, ...] | list[AggSpec], where: str) -> str | None:
-    """Why ``where`` (sessions, windows after a join, reconcile) cannot keep these aggregates (None: it can).
+    """Why ``where`` (windows after a join, reconcile) cannot keep these aggregates (None: it can).
 
-    A by-time input orders rows by (event time, arrival order), and only the tumbling/hopping operator carries a
-    row's arrival order across steps into its state (ADR 0034).
+    A by-time input orders rows by (event time, arrival order), and only the tumbling/hopping operator and the
+    session machine carry a row's arrival order across steps into their state (ADRs 0034, 0038).
     """
     for s in specs:
         if s.func in BY_TIME_FUNCS:
             return (f"{s.name} = {s.func}({s.column}): {where} do not keep a row's arrival order, which breaks "
-                    "ties of event time, so first/last by event time is kept by tumbling and hopping windows only")
+                    "ties of event time, so first/last by event time is kept by tumbling, hopping and session "
+                    "windows only")
         if s.func in COLLECTIONS:
             return (f"{s.name} = {s.func}({s.column}): {where} do not keep a collection's values in their state "
-                    "yet, so distinct counts and collections are kept by tumbling and hopping windows only")
+                    "yet, so distinct counts and collections are kept by tumbling, hopping and session windows only")
     return None
 
 

@@ -7,13 +7,14 @@ merge in (event, arrival) order (:class:`Collection`), an HLL union (:class:`Ske
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterable
-from typing import Any
 
 KLL_K = 200  # Spark's kll_sketch_agg default: normalised rank error about 1.65 % (ADR 0034)
 HLL_LG_K = 12  # Spark's hll_sketch_agg default: relative standard error about 1.6 % (ADR 0034)
 COLLECTION_LIMIT = 10_000  # values one window's collection may hold (ADR 0034)
 COLLECTION_OVER = "lowwater: collection over its bound"  # the CLI turns an error starting so into its one line
+_FEW = 8  # a merge with at most this many new entries inserts them (a session adds one row's at a time)
 
 
 class Collection:
@@ -27,14 +28,30 @@ class Collection:
     def __add__(self, other: object) -> Collection:
         if not isinstance(other, Collection):
             return self  # 0 + c: a sum starts from 0
-        merged_ = set(self.items) | set(other.items) if self.unique else [*self.items, *other.items]
-        items = tuple(sorted(merged_, key=_order_key))
+        if len(other.items) <= _FEW:  # a row's value into a session's collection: no sort of the whole
+            items = self._inserted(other.items)
+        else:
+            merged_ = set(self.items) | set(other.items) if self.unique else [*self.items, *other.items]
+            items = tuple(sorted(merged_))  # values of one column (or list entries), compared as they are
         if len(items) > COLLECTION_LIMIT:
             msg = f"{COLLECTION_OVER}: one window's collection holds more than {COLLECTION_LIMIT} values"
             raise OverflowError(msg)
         return Collection(items, self.unique)
 
     __radd__ = __add__
+
+    def _inserted(self, few: tuple) -> tuple:
+        """``self + few`` as the sort above gives it: each new entry after its equals (a sort is stable), or, in a
+        set, not at all when an equal value is there (a set union keeps the left one)."""
+        items = list(self.items)
+        for x in few:
+            if self.unique:
+                i = bisect_left(items, x)
+                if i == len(items) or items[i] != x:
+                    items.insert(i, x)
+            else:
+                insort(items, x)
+        return tuple(items)
 
     def __lt__(self, other: object) -> bool:  # its min/max fields are never read
         return False
@@ -52,10 +69,6 @@ class Collection:
 
     def values(self) -> list:
         return [x[-1] for x in self.items] if not self.unique else list(self.items)
-
-
-def _order_key(x: Any) -> Any:  # noqa: ANN401 - one column's values (or list entries), compared as they are
-    return x
 
 
 def _hll_key(v: object) -> object:

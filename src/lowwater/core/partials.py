@@ -107,6 +107,7 @@ SET, LIST = "set", "list"
 # A sketch input keeps a DataSketches HLL sketch (its compact bytes on Spark) in its sum field, "added" by union.
 HLL, KLL = "hll", "kll"  # a KLL quantiles sketch of the values as doubles likewise (approx_percentile)
 INPUTS = (COLUMN, SQUARE, TRUE, BY_TIME, SET, LIST, HLL, KLL)
+COLLECTED = (SET, LIST, HLL, KLL)  # the inputs whose sum field holds a collection or a sketch (min/max unread)
 
 
 def input_value(v: object, of: str, at: tuple[int, ...] = ()) -> object:

@@ -36,11 +36,16 @@ proto-window and those sessions is one interval.
 
 Aggregates are kept as mergeable partials in the one layout of
 ``core/partials.py``, a flat list per session: ``[n, s0, mn0, mx0, nn0, s1,
-...]`` (row count; per value column sum, min, max, non-null count). Values are
+...]`` (row count; per value input sum, min, max, non-null count). Values are
 plain Python numbers -- floats, ints or Decimals, as the value column's type
-(sums of integers and decimals stay exact) -- with ``NaN`` for null on input.
-The loop runs once per row on the executors (and in the what-if replay), so
-it is kept lean.
+(sums of integers and decimals stay exact) -- with ``NaN`` for null on input;
+or a row's other value inputs as ``partials.input_value`` builds them (ADR 0038):
+a by-time tuple (event, arrival order, value; no sum), a one-value collection
+or sketch (``core/partial_values.py``) that the sum field "adds" by its own
+merge. A session keeps them as any partial, so revisions, retractions and
+merges of sessions need nothing of their own, and any cut of the log gives the
+one-batch emissions. The loop runs once per row on the executors (and in the
+what-if replay), so it is kept lean.
 
     >>> m = SessionMachine(gap_us=10, grace_us=0, n_values=1)
     >>> [m.process("a", t, w, (1.0,)) for t, w in [(0, -1), (5, -1), (30, 20)]]
@@ -142,7 +147,8 @@ class SessionMachine:
         accumulation: str = AccumulationMode.ACCUMULATING.value,
         summed: tuple[bool, ...] | None = None,
     ) -> None:
-        """``summed``: which value columns are numbers (None: all); the others are counted and compared only."""
+        """``summed``: which value inputs keep a sum (None: all): numbers, collections and sketches; the others
+        (strings, dates, by-time tuples) are counted and compared only."""
         self._add = add_row if summed is None or all(summed) else partial(add_row_where, summed=summed)
         if gap_us <= 0:
             msg = "session gap must be positive"

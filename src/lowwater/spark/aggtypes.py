@@ -269,11 +269,12 @@ def by_time_type(dt: T.DataType) -> T.StructType:
 def input_expr(col: Column, dt: T.DataType, of: str = COLUMN) -> Column:
     """A value input of a column as it travels (:func:`value_expr` of :func:`input_type`), in Spark SQL.
 
-    A by-time input needs the row's arrival order, which only the windowed executors have: refused here
-    (sessions and reconcile refuse ``first_by_time``/``last_by_time`` before this is reached).
+    A by-time input needs the row's arrival order, which the windowed executors and the session machine add
+    where they read a row (``arrow_input``, ``partials.input_value``): refused here (reconcile refuses
+    ``first_by_time``/``last_by_time`` before this is reached).
     """
     if of in (BY_TIME, SET, LIST, HLL, KLL):
-        msg = "first/last by time and collections are kept by the windowed operator only"
+        msg = "first/last by time and collections are built where the windowed or session executors read a row"
         raise ValueError(msg)
     if of == SQUARE:
         v = col.cast(input_type(dt, of))

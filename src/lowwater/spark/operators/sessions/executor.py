@@ -25,11 +25,12 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from lowwater.core.partials import empty, stored
+from lowwater.core.partials import COLLECTED, empty, input_value, stored
 from lowwater.core.sessions import FINAL, REVISION, Emitted, Session, SessionMachine
 from lowwater.core.triggers import EarlyTrigger
 from lowwater.core.watermarks import clip_future
-from lowwater.spark.aggtypes import from_json, partial_kinds, python_values, summed
+from lowwater.spark.aggtypes import python_values, summed
+from lowwater.spark.operators.sessions.values import Slot, slots, special_inputs
 from lowwater.spark.operators.windowed.executor import skew_of
 from lowwater.spark.operators.windowed.fold import StateLayout
 from lowwater.time import POS_INF
@@ -78,6 +79,24 @@ def _group_ids(table: pa.Table, keys: list[str]) -> np.ndarray:
     return np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
+def _build_inputs(vals: list[list], special: dict[int, str], at: tuple[np.ndarray, ...]) -> None:
+    """Replace the values of ``special`` inputs by the inputs themselves (``partials.input_value``: a by-time
+    tuple, a one-value collection or sketch), ``at`` each row's (event µs, step, ``_seq``, ``_seq_minor``)."""
+    where = list(zip(*(a.tolist() for a in at), strict=True))
+    for j, of in special.items():
+        vals[j] = [input_value(v, of, a) for v, a in zip(vals[j], where, strict=True)]
+
+
+def _agg_arrays(aggs: list, names: list[str], slot: list[Slot], schema: pa.Schema) -> dict[str, pa.Array]:
+    """Partials (one per output row) as the Arrow columns ``names``: numbers as they are, the other values as their
+    :class:`~lowwater.spark.operators.sessions.values.Slot` builds the column's type."""
+    if not aggs:
+        return {}
+    cols = list(zip(*[stored(a) for a in aggs], strict=True))
+    return {c: pa.array(list(v)) if s.plain else pa.array([s.to_arrow(x) for x in v], schema.field(c).type)
+            for c, v, s in zip(names, cols, slot, strict=True)}
+
+
 def make_session_step(
     layout: StateLayout,
     gap_us: int,
@@ -89,18 +108,28 @@ def make_session_step(
     early: EarlyTrigger | None,
     now_us: int,
     out_schema: T.StructType,
+    step: int = 0,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a session step (a closure that pickles to the executors)."""
+    """The ``mapInArrow`` function of a session step (a closure that pickles to the executors).
+
+    ``step``: the step's number, the first part of a row's arrival order in a by-time input (``_seq`` is the
+    order within the step), as on the windowed executors.
+    """
     keys = list(layout.keys)
     nv = len(layout.values)
     agg_names = [c for c, _ in _agg_cols(layout)]
     pend_names = [c for c, _ in _agg_cols(layout, "p")]
     value_types = [layout.value_type(j) for j in range(nv)]
-    kinds = partial_kinds(value_types)
+    slot = slots(layout)  # how each partial position crosses (numbers, by-time structs, collections, sketches)
+    special = special_inputs(layout)  # built here from the row's value and arrival (``partials.input_value``)
+    row_types = [layout.column_type(j) if j in special else value_types[j] for j in range(nv)]
+    # Which inputs keep a sum: numbers, and collections and sketches (their sum field is their merge).
+    adds = tuple(summed(t) or layout.input_of(j) in COLLECTED for j, t in enumerate(value_types))
 
     def typed(values: list) -> list:
-        """JSON-read partial values as their kinds (decimals exact, floats as floats)."""
-        return [from_json(k, v) for k, v in zip(kinds, values, strict=True)]
+        """JSON-read partial values as the machine keeps them (decimals exact, floats as floats, sketches...)."""
+        return [s.load(v) for s, v in zip(slot, values, strict=True)]
+
     arrow_schema = to_arrow_schema(out_schema, timezone="UTC")  # timestamps cross as UTC instants
 
     def shaped(columns: dict[str, pa.Array], n: int) -> pa.RecordBatch:
@@ -118,10 +147,8 @@ def make_session_step(
         defaults = empty(nv)  # a null count is 0 (sums/mins/maxes are null without a non-null row)
         for g, text in zip(gid[idx].tolist(), packed, strict=True):
             d = json.loads(text, parse_float=Decimal)
-            agg = [z if d.get(c) is None else from_json(k, d[c])
-                   for c, z, k in zip(agg_names, defaults, kinds, strict=True)]
-            pend = [z if d.get(c) is None else from_json(k, d[c])
-                    for c, z, k in zip(pend_names, defaults, kinds, strict=True)]
+            agg = [z if d.get(c) is None else k.load(d[c]) for c, z, k in zip(agg_names, defaults, slot, strict=True)]
+            pend = [z if d.get(c) is None else k.load(d[c]) for c, z, k in zip(pend_names, defaults, slot, strict=True)]
             s = Session(d["window_start"], d["window_end"], agg, pend, d["_rev"],
                         pending_since_us=d.get("_since"), provisional=bool(d.get("_prov")))
             if d.get("_retract"):
@@ -145,7 +172,7 @@ def make_session_step(
         uniq, rep = np.unique(gid, return_index=True)
         rep_of = np.zeros(int(uniq.max()) + 1 if len(uniq) else 0, dtype=np.int64)
         rep_of[uniq] = rep
-        m = SessionMachine(gap_us, grace_us, nv, accumulation, tuple(summed(t) for t in value_types))
+        m = SessionMachine(gap_us, grace_us, nv, accumulation, adds)
         m.now_us = now_us
         load_state(t, np.flatnonzero(role == 0), gid, m)
         ridx = np.flatnonzero(role == 1)
@@ -158,7 +185,9 @@ def make_session_step(
             event, _ = clip_future(t.column("_event_us").take(sel).to_numpy(), arrival, skew)
             order = np.lexsort((minor, seq))  # arrival order: (_seq, _seq_minor)
             take = pa.array(ridx[order])  # Python ints, Decimals or floats; NaN is null (spark/aggtypes.py)
-            vals = [python_values(t.column(f"_v{j}").take(take), value_types[j]) for j in range(nv)]
+            vals = [python_values(t.column(f"_v{j}").take(take), row_types[j]) for j in range(nv)]
+            if special:  # (event µs, step, _seq, _seq_minor) of each row, as the windowed executors' by-time input
+                _build_inputs(vals, special, (event[order], np.full(len(order), step), seq[order], minor[order]))
             rows = list(zip(*vals, strict=True)) if nv else [()] * len(ridx)
             process = m.process
             for g, ev, wr, v, r in zip(gid[ridx][order].tolist(), event[order].tolist(), w[order].tolist(),
@@ -174,9 +203,7 @@ def make_session_step(
         return {k: t.column(k).take(take).combine_chunks() for k in keys}
 
     def agg_arrays(aggs: list, names: list[str]) -> dict[str, pa.Array]:
-        aggs = [stored(a) for a in aggs]
-        cols = list(zip(*aggs, strict=True)) if aggs else [()] * len(names)
-        return {c: pa.array(list(v)) for c, v in zip(names, cols, strict=True)} if aggs else {}
+        return _agg_arrays(aggs, names, slot, arrow_schema)
 
     def emit(t: pa.Table, m: SessionMachine, rep_of: np.ndarray) -> Iterator[pa.RecordBatch]:
         em = m.take_emissions()
@@ -201,8 +228,9 @@ def make_session_step(
             cols.update(agg_arrays([s.pending for _, s in live], pend_names))
             cols["_rev"] = pa.array([s.last_rev for _, s in live], pa.int64())
             cols["_retract"] = pa.array(
-                [json.dumps([[o.start_us, o.end_us, o.revision, stored(o.agg)] for o in s.outstanding],
-                            default=str)  # a Decimal as its exact text
+                [json.dumps([[o.start_us, o.end_us, o.revision, [k.to_json(x) for k, x in zip(slot, stored(o.agg),
+                                                                                                  strict=True)]]
+                             for o in s.outstanding], default=str)  # a Decimal as its exact text
                  if s.outstanding else None for _, s in live], pa.string())
             cols["_since"] = pa.array([s.pending_since_us for _, s in live], pa.int64())
             cols["_prov"] = pa.array([s.provisional for _, s in live], pa.bool_())

@@ -31,10 +31,11 @@ from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, LatePolicy
 from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
-from lowwater.spark.aggtypes import value_cast
+from lowwater.spark.aggtypes import value_cast, value_expr
 from lowwater.spark.clocked import CLOCK_COLUMNS
 from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.sessions.executor import COUNTS, make_session_step, out_schema, state_schema
+from lowwater.spark.operators.sessions.values import special_inputs
 from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
 from lowwater.spark.operators.windowed.fold import StateLayout
 from lowwater.spark.operators.windowed.operator import window_results
@@ -85,7 +86,7 @@ class SessionOperator:
                 need.append(PER_ROW)
         framed = plan.rows.frame_with_clock(list(dict.fromkeys(need)))
         cols = [F.col(k) for k in self.layout.keys]
-        cols += [self.layout.value_expr(j).alias(f"_v{j}") for j in range(len(self.layout.values))]
+        cols += [self._value(j).alias(f"_v{j}") for j in range(len(self.layout.values))]
         cols += [F.col("_event_us"), F.col("_rid"), F.lit(1).alias("_role"), *(F.col(c) for c in CLOCK_COLUMNS)]
         if clip:
             cols.append(F.col("_arrival_us"))
@@ -93,8 +94,21 @@ class SessionOperator:
                 cols.append(F.col(PER_ROW))
         return framed.select(*cols)
 
+    def _value(self, j: int):  # noqa: ANN202 - a Column
+        """Value input ``j`` of a row as the pass reads it: Spark SQL computes a number's (``aggtypes.input_expr``);
+        a by-time input, collection or sketch is built by the machine from the value itself and the row's arrival
+        (``partials.input_value``), so the pass gets the value as it travels."""
+        lay = self.layout
+        if j in special_inputs(lay):
+            return value_expr(F.col(lay.values[j]), lay.column_type(j))
+        return lay.value_expr(j)
+
+    def _value_type(self, j: int) -> T.DataType:
+        lay = self.layout
+        return value_cast(lay.column_type(j) if j in special_inputs(lay) else lay.value_type(j))
+
     def _run(
-        self, rows: DataFrame | None, prev: Manifest, watermark_us: int, clip: bool,
+        self, rows: DataFrame | None, prev: Manifest, watermark_us: int, clip: bool, step: int = 0,
     ) -> DataFrame | None:
         """The persisted output frame of the keyed pass (None when there is nothing to run)."""
         state = self.store.read(prev, {BUCKET})
@@ -112,7 +126,7 @@ class SessionOperator:
             union = union.unionByName(p, allowMissingColumns=True)
         row_cols = {"_rid": "long", "_event_us": "long", "_arrival_us": "long", PER_ROW: "long",
                     **dict.fromkeys(CLOCK_COLUMNS, "long")}
-        row_cols.update({f"_v{j}": value_cast(self.layout.value_type(j)) for j in range(len(self.layout.values))})
+        row_cols.update({f"_v{j}": self._value_type(j) for j in range(len(self.layout.values))})
         for c, typ in row_cols.items():
             if c not in union.columns:
                 union = union.withColumn(c, F.lit(None).cast(typ))
@@ -128,6 +142,7 @@ class SessionOperator:
             self.cfg.early,
             self.clock(),  # processing time for the early trigger (injectable, as for tumbling)
             self.out_schema,
+            step,
         )
         return union.mapInArrow(fn, self.out_schema).persist()
 
@@ -186,7 +201,7 @@ class SessionOperator:
         n_valid = plan.data_rows
         clip = clipping(cfg)[0]
         rows = self._rows(plan, clip) if n_valid else None
-        out = self._run(rows, prev, w_new, clip)
+        out = self._run(rows, prev, w_new, clip, step)
         if out is not None:
             cache.append(out)
 
@@ -226,7 +241,7 @@ class SessionOperator:
 
     def drain(self, prev: Manifest, step: int, cache: list[DataFrame]) -> OperatorResult:
         """``W = +inf``: every live session fires."""
-        out = self._run(None, prev, POS_INF, False)
+        out = self._run(None, prev, POS_INF, False, step)
         if out is not None:
             cache.append(out)
         counts, _ = self._finish(out, step, output_us(POS_INF))
