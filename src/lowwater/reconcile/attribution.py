@@ -292,7 +292,7 @@ def _outputs(cfg: PipelineConfig, types: dict[str, T.DataType], prefix: str) -> 
         def col(f: Field, of: str = COLUMN, where: Callable[[str], int] = where) -> Column:
             return F.col(f"{prefix}{f.column(where(of))}" if f is not ROWS else f"{prefix}_n")
 
-        out.append(result_expr(a.func, types[a.column], col).alias(f"{prefix[1:]}_{a.name}"))
+        out.append(result_expr(a.func, types[a.column], col, a.fraction).alias(f"{prefix[1:]}_{a.name}"))
     return out
 
 
