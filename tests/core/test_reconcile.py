@@ -196,3 +196,19 @@ def test_a_merge_of_cuts_is_within_the_sketch_error_of_one_sketch_and_an_edit_is
         assert not within_sketch_error("approx_percentile", one_q.quantile(p), one_q.quantile(min(1.0, p + 0.1)),
                                        len(values), bounds)
     assert not within_sketch_error("approx_percentile", 3.0, 4.0, 150, (1.0, 9.0))  # up to 200 values: exact
+
+
+def test_reconcile_of_sessions_with_a_kept_aggregate_is_one_line():
+    from dataclasses import replace
+
+    from lowwater.config import ConfigError, parse_config
+    from lowwater.core.aggregates import AggSpec
+    from lowwater.reconcile.job import check_supported
+
+    cfg = parse_config({"source": {"format": "jsonl", "path": "x", "partition": "p", "event_time": "t"},
+                        "window": {"type": "session", "gap": "10s", "aggregations": {"s": "sum(v)"}},
+                        "output": {"path": "out"}})
+    check_supported(cfg)  # sums of sessions reconcile
+    cfg = replace(cfg, window=replace(cfg.window, aggregations=(AggSpec("d", "count_distinct", "v"),)))
+    with pytest.raises(ConfigError, match=r"^reconcile: d = count_distinct\(v\): session windows with first/last"):
+        check_supported(cfg)
