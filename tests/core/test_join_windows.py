@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from lowwater.config import parse_config
 from lowwater.core.join import IntervalJoin, JoinBounds, Joined, JoinRow, JoinType, Side
 from lowwater.core.join_windows import JoinWindows, joined_event_us, run_joined_batch
+from lowwater.core.judge import arrival_order
+from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.windows import TumblingWindows
 from lowwater.testing.join_scenarios import compare, expected, load_join, run_join_log
 from lowwater.time import NEG_INF
@@ -95,3 +97,107 @@ def test_window_results_are_the_brute_force_windows_of_the_brute_force_join(case
         counts.update((key, s / S, e / S) for s, e in zip(a.start.tolist(), a.end.tolist(), strict=True))
     want = sorted((k, s, e, "final", 0, n) for (k, s, e), n in counts.items())
     assert one.results == want  # every joined row counted once per window, on time, no revision
+
+
+# -- windows after a join keep every aggregate (ADR 0039) -----------------------------------------------
+
+NEW_AGGS = {"first": "first_by_time(amount)", "last": "last_by_time(c)", "n": "count_distinct(amount)",
+            "s": "collect_set(c)", "l": "collect_list(amount)", "d": "approx_count_distinct(c)",
+            "p": "approx_percentile(amount, 0.5)", "total": "sum(amount)"}
+
+
+@st.composite
+def valued_join_logs(draw):
+    """:func:`windowed_join_logs` whose clicks carry a text ``c`` and orders an ``amount`` (null now and then),
+    windowed by every kind of aggregate."""
+    raw, inputs, cuts = draw(windowed_join_logs())
+    for r in inputs["clicks"]:
+        r["c"] = draw(st.sampled_from(["x", "y", "z"]))
+    for r in inputs["orders"]:
+        r["amount"] = draw(st.one_of(st.none(), st.integers(0, 4).map(float)))
+    raw["join"]["columns"] = {"left": ["c"], "right": ["amount"]}
+    raw["window"]["aggregations"] = dict(NEW_AGGS)
+    return raw, inputs, cuts
+
+
+def _joined_entries(cfg, inputs) -> list[tuple]:  # noqa: ANN001
+    """Brute force: every joined row of the admitted rows as (user, time, later arrival, earlier arrival, c, amount)."""
+    jc = cfg.join
+    rows = [(name, r) for name in (jc.left, jc.right) for r in inputs[name]]
+    arrival = np.array([round(r["arrival_time"] * S) for _, r in rows], dtype=np.int64)
+    parts = np.array([f"{n}\x00{r['partition']}" for n, r in rows], dtype=object)
+    offset = np.array([i for name in (jc.left, jc.right) for i in range(len(inputs[name]))], dtype=np.int64)
+    order = arrival_order(len(rows), arrival, parts, offset, [offset])
+    event = np.array([round(r["event_time"] * S) for _, r in rows], dtype=np.int64)[order]
+    w = WatermarkTracker(cfg.strategies).advance(
+        np.array([str(rows[i][1]["partition"]) for i in order], dtype=object), event, arrival[order],
+        sources=np.array([rows[i][0] for i in order], dtype=object))
+    left, right = [], []
+    for k, i in enumerate(order.tolist()):
+        name, r = rows[i]
+        if not (w[k] > NEG_INF and event[k] < w[k]):
+            (left if name == jc.left else right).append((r["user"], int(event[k]), k, r))
+    out = []
+    for u, lt, lk, lr in left:
+        partners = [(rt, rk, rr) for ru, rt, rk, rr in right if ru == u and jc.bounds.matches(lt, rt)]
+        out += [(u, max(lt, rt), max(lk, rk), min(lk, rk), lr["c"], rr["amount"]) for rt, rk, rr in partners]
+        if not partners and jc.type == JoinType.LEFT_OUTER:
+            out.append((u, lt, lk, lk, lr["c"], None))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(valued_join_logs())
+def test_every_aggregate_after_a_join_is_the_one_batch_value_for_any_cut(case):
+    """first/last by event time (ties: the later row's arrival, then the earlier's), distinct counts,
+    collections and sketches of joined rows: any cut gives the one-batch results, which are the brute-force
+    values of the brute-force interval join's rows per window (after a temporal join: any cut alone)."""
+    raw, inputs, cuts = case
+    cfg = parse_config(copy.deepcopy(raw))
+    one = run_join_log(cfg, inputs)
+    cut = run_join_log(cfg, inputs, cuts)
+    assert cut.results == one.results
+    if cfg.join.kind != "interval":
+        return
+    assigner = cfg.join.window.assigner()
+    windows: dict[tuple, list] = {}
+    for e in _joined_entries(cfg, inputs):
+        a = assigner.assign(np.array([e[1]], dtype=np.int64))
+        for s, end in zip(a.start.tolist(), a.end.tolist(), strict=True):
+            windows.setdefault((str(e[0]), s / S, end / S), []).append(e)
+    want = []
+    for (u, s, end), es in windows.items():
+        es.sort(key=lambda e: e[1:4])  # (time, later arrival, earlier arrival): a total order
+        amounts = [e[5] for e in es if e[5] is not None]
+        cs = [e[4] for e in es]
+        p = sorted(amounts)[min(len(amounts) - 1, len(amounts) // 2)] if amounts else None  # KLL: exact when small
+        want.append((u, s, end, "final", 0, len(es), es[0][5], es[-1][4], float(len(set(amounts))), sorted(set(cs)),
+                     amounts, float(len(set(cs))), p, float(sum(amounts)) if amounts else None))
+    assert one.results == sorted(want, key=lambda t: tuple((x is None, x) for x in t))
+
+
+def test_ties_of_a_joined_rows_time_are_broken_by_its_later_rows_arrival_then_its_earlier_rows():
+    # Two clicks of u at 0 s and 2 s, then one order of u at 5 s: both pairs are stamped 5 s and completed by
+    # the same order, so the earlier-arriving click's pair is first; a second order at 5 s, arriving later,
+    # makes the last pairs.
+    raw = {**_interval_config(), "window": {"type": "tumbling", "size": "10s", "key": ["user"],
+                                                          "aggregations": dict(NEW_AGGS)}}
+    rows = {"clicks": [{"partition": "0", "event_time": 0.0, "arrival_time": 0.0, "user": "u", "c": "y"},
+                       {"partition": "0", "event_time": 2.0, "arrival_time": 2.0, "user": "u", "c": "x"}],
+            "orders": [{"partition": "0", "event_time": 5.0, "arrival_time": 5.0, "user": "u", "amount": 1.0},
+                       {"partition": "0", "event_time": 5.0, "arrival_time": 6.0, "user": "u", "amount": 2.0}]}
+    cfg = parse_config(raw)
+    (got,) = run_join_log(cfg, rows).results
+    # pairs in order: (o1, c1) y/1, (o1, c2) x/1, (o2, c1) y/2, (o2, c2) x/2
+    assert got[5:] == (4, 1.0, "x", 2.0, ["x", "y"], [1.0, 1.0, 2.0, 2.0], 2.0, 2.0, 6.0)
+    for cuts in ([1], [2], [3], [1, 2, 3]):
+        assert run_join_log(cfg, rows, cuts).results == [got]
+
+
+def _interval_config() -> dict:
+    """An inner interval join of clicks (``c``) and orders (``amount``), orders 0 to 10 s after their click."""
+    from .test_join import _config
+
+    raw = _config(0, 10, "inner", 0, 0)
+    raw["join"]["columns"] = {"left": ["c"], "right": ["amount"]}
+    return raw

@@ -15,6 +15,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,3 +155,60 @@ def test_an_output_edited_after_spark_wrote_it_is_named_in_one_line():
             "SQLSTATE: KD001\n...\nCaused by: org.apache.hadoop.fs.ChecksumException: Checksum error: /tmp/x/...")
     assert edited_file(RuntimeError(java)) == "file:///tmp/x/out/results/batch_id=1/part-0.snappy.parquet"
     assert edited_file(RuntimeError(java.replace("ChecksumException", "IOException"))) is None
+
+
+# -- sketches: the stream's merge of its cuts against the batch's one sketch (ADR 0039) ------------------------------
+
+def test_the_sketch_error_constants_are_the_librarys():
+    import datasketches as ds
+
+    from lowwater.core.reconcile import HLL_EXACT, HLL_RSE, KLL_RANK_ERROR
+
+    assert abs(KLL_RANK_ERROR - ds.kll_doubles_sketch.get_normalized_rank_error(200, True)) < 1e-4
+    assert abs(HLL_RSE - 0.01625) < 1e-4
+    from lowwater.core.partial_values import Sketch, hll_bytes
+
+    assert all(Sketch(hll_bytes(range(n))).estimate() == n for n in (1, 100, HLL_EXACT))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_merge_of_cuts_is_within_the_sketch_error_of_one_sketch_and_an_edit_is_not(seed):
+    import random
+
+    from lowwater.core.partial_values import Quantiles, Sketch, hll_bytes, kll_bytes
+    from lowwater.core.reconcile import QUANTILE_TOLERANCE, within_sketch_error
+
+    rng = random.Random(seed)
+    values = [rng.randrange(20_000) for _ in range(6_000)]
+    cuts = sorted(rng.sample(range(1, len(values)), 7))
+    pieces = [values[a:b] for a, b in zip([0, *cuts], [*cuts, len(values)], strict=True)]
+    one_h, one_q = Sketch(hll_bytes(values)), Quantiles(kll_bytes(values))
+    merged_h, merged_q = Sketch(hll_bytes(pieces[0])), Quantiles(kll_bytes(pieces[0]))
+    for p in pieces[1:]:
+        merged_h, merged_q = merged_h + Sketch(hll_bytes(p)), merged_q + Quantiles(kll_bytes(p))
+    truth, stream = one_h.estimate(), merged_h.estimate()
+    assert within_sketch_error("approx_count_distinct", truth, stream)
+    assert not within_sketch_error("approx_count_distinct", truth, round(truth * 1.2))
+    assert not within_sketch_error("approx_count_distinct", 40, 41)  # small: exact
+    for p in (0.1, 0.5, 0.9):
+        bounds = (one_q.quantile(max(0.0, p - QUANTILE_TOLERANCE)), one_q.quantile(min(1.0, p + QUANTILE_TOLERANCE)))
+        assert within_sketch_error("approx_percentile", one_q.quantile(p), merged_q.quantile(p), len(values), bounds)
+        assert not within_sketch_error("approx_percentile", one_q.quantile(p), one_q.quantile(min(1.0, p + 0.1)),
+                                       len(values), bounds)
+    assert not within_sketch_error("approx_percentile", 3.0, 4.0, 150, (1.0, 9.0))  # up to 200 values: exact
+
+
+def test_reconcile_of_sessions_with_a_kept_aggregate_is_one_line():
+    from dataclasses import replace
+
+    from lowwater.config import ConfigError, parse_config
+    from lowwater.core.aggregates import AggSpec
+    from lowwater.reconcile.job import check_supported
+
+    cfg = parse_config({"source": {"format": "jsonl", "path": "x", "partition": "p", "event_time": "t"},
+                        "window": {"type": "session", "gap": "10s", "aggregations": {"s": "sum(v)"}},
+                        "output": {"path": "out"}})
+    check_supported(cfg)  # sums of sessions reconcile
+    cfg = replace(cfg, window=replace(cfg.window, aggregations=(AggSpec("d", "count_distinct", "v"),)))
+    with pytest.raises(ConfigError, match=r"^reconcile: d = count_distinct\(v\): session windows with first/last"):
+        check_supported(cfg)

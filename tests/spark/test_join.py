@@ -147,6 +147,22 @@ def test_windows_after_the_join_follow_the_held_watermark_like_the_core(spark, t
     for r in results[results["batch_id"] < results["batch_id"].max()].itertuples():  # before the drain
         assert r.window_end <= held[r.batch_id] and r.watermark == held[r.batch_id]  # fired by the hold
     assert (results["kind"] == "final").all()
+    # Every aggregate after the join (ADR 0039), a second engine in this session: per user, with a second click of
+    # u1 (campaign B at 2 s) whose pair with the order at 9 s ties the first click's at 9 s: the tie goes by the
+    # later row's arrival (the same order), then the earlier row's (the click at 1 s first).
+    clicks = [*s.input["clicks"]]
+    clicks.insert(1, {"partition": 0, "event_time": 2, "arrival_time": 2, "user": "u1", "campaign": "B"})
+    aggs = {"first": "first_by_time(campaign)", "last": "last_by_time(campaign)", "l": "collect_list(campaign)",
+            "n": "count_distinct(amount)", "s": "collect_set(amount)", "d": "approx_count_distinct(campaign)",
+            "p": "approx_percentile(amount, 0.5)"}
+    every = replace(s, config={**s.config, "window": {"type": "tumbling", "size": "10s", "key": ["user"],
+                                                      "aggregations": aggs}},
+                    input={**s.input, "clicks": clicks}, expect={})
+    got, _ = run_spark(spark, every, s.cuts[1], workdir=tmp_path / "every")
+    want = run_core(every, list(range(1, n + 1))).results
+    assert got.results == want == run_core(every).results
+    assert ("u1", 0.0, 10.0, "final", 0, 2, "A", "B", ["A", "B"], 1.0, [10.0], 2.0, 10.0) in want
+    assert ("u3", 0.0, 10.0, "final", 0, 1, "B", "B", ["B"], 0.0, [], 1.0, None) in want  # unmatched: no amount
 
 
 def test_a_temporal_join_through_spark_equals_the_core(spark, tmp_path):

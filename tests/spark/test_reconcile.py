@@ -415,3 +415,52 @@ def test_a_batch_sum_beyond_a_bigint_is_one_line_not_a_stack(tmp_path):
     lines = [ln for ln in r.stderr.strip().splitlines() if ln.startswith("error:")]
     assert r.returncode == 1 and len(lines) == 1 and "sum" in lines[0], r.stderr[-3000:]
     assert "Traceback" not in r.stderr and "at org.apache" not in r.stderr, r.stderr[-3000:]
+
+
+KEPT = ('n = "count_distinct(amount)", s = "collect_set(amount)", first = "first_by_time(amount)", '
+        'last = "last_by_time(amount)", l = "collect_list(amount)", d = "approx_count_distinct(amount)", '
+        'p = "approx_percentile(amount, 0.5)"')
+
+
+def test_distinct_counts_collections_first_last_and_sketches_are_explained_then_applied(spark, tmp_path):
+    """ADR 0039: the aggregates kept beyond sums reconcile (retracting). Key b's window [0, 10) lost its too-late
+    row (200 at 8 s): the batch's last value, set and distinct count hold it, the stream's do not, and the
+    cause is too_late. The row clipped from 500 s to 26.5 s sits in b's [20, 30) by its clipped time between
+    the rows at 23 s and 27 s, as the stream placed it. An edited set is unexplained; --apply corrects it and
+    the too-late window, a second reconcile finds only open windows."""
+    from lowwater.reconcile.run import reconciled
+
+    cfg = _pipeline(tmp_path, 'type = "tumbling"\nsize = "10s"\naccumulation = "retracting"', aggregations=KEPT)
+    r = _reconcile(spark, cfg)
+    s = r.summary
+    assert s["unexplained"] == 0 and s["causes"]["too_late"]["rows"] == 2, s
+    frame = r.frame.toPandas()
+    frame["window_start"] = _utc(frame["window_start"])
+    b0 = frame[(frame["key"] == "b") & (frame["window_start"] == pd.Timestamp(T0, unit="s", tz="UTC"))].iloc[0]
+    assert b0["status"] == "explained" and b0["too_late_rows"] == 1
+    assert (b0["batch_last"], b0["stream_last"], b0["batch_n"], b0["stream_n"]) == (200.0, 4.0, 3, 2)
+    assert list(b0["batch_s"]) == [3.0, 4.0, 200.0] and list(b0["stream_s"]) == [3.0, 4.0]
+    assert list(b0["batch_l"]) == [3.0, 4.0, 200.0] and (b0["batch_first"], b0["batch_d"]) == (3.0, 3)
+    assert (b0["batch_p"], b0["stream_p"]) == (4.0, 3.0)  # Spark's median of {3, 4, 200} and of {3, 4}
+    results = pd.read_parquet(tmp_path / "out" / "results")  # (arrays: not sortable as _results sorts)
+    results["window_start"] = _utc(results["window_start"])
+    b20 = results[(results["key"] == "b") & (results["window_start"] == pd.Timestamp(T0 + 20, unit="s", tz="UTC"))]
+    assert list(b20.iloc[-1]["l"]) == [8.0, 50.0, 10.0]  # the clipped row at its clipped time, explained
+
+    for f in sorted((tmp_path / "out" / "results").glob("batch_id=*/*.parquet")):  # an edited set
+        t = pq.read_table(f)
+        if t.num_rows:
+            i = t.schema.get_field_index("s")
+            pq.write_table(t.set_column(i, "s", pa.array([[-1.0]] * t.num_rows, t.schema.field(i).type)), f)
+            for crc in f.parent.glob(".*.crc"):
+                crc.unlink()
+            break
+    with reconciled(load_config(cfg), None, None, True, lambda jars, conf: spark) as applied:
+        assert applied.summary["unexplained"] >= 1 and applied.summary["corrections"] >= 2  # the edit is named
+    fixed = pd.read_parquet(tmp_path / "out" / "results")
+    fixed["window_start"] = _utc(fixed["window_start"])
+    corr = fixed[(fixed["kind"] == "correction") & (fixed["key"] == "b")
+                 & (fixed["window_start"] == pd.Timestamp(T0, unit="s", tz="UTC"))]
+    assert len(corr) == 1 and list(corr.iloc[0]["s"]) == [3.0, 4.0, 200.0] and corr.iloc[0]["last"] == 200.0
+    again = _reconcile(spark, cfg).summary
+    assert again["unexplained"] == 0 and {w["status"] for w in again["largest"]} <= {"open"}, again

@@ -17,7 +17,9 @@
 
 A joined row's event time is the later of its two rows' (Flink's interval
 join stamps its output so; after a temporal join that is the left row's, the
-version being no later); an unmatched left row carries its own. The window's ``W`` is the join's held output watermark
+version being no later); an unmatched left row carries its own. Every aggregate of a tumbling or hopping window is
+kept, first/last by event time and ``collect_list`` ordered by a joined row's arrival order
+(``core/join_windows.joined_arrival``). The window's ``W`` is the join's held output watermark
 (SEMANTICS.md §2, ``core/join_windows.py``). The pipeline keeps
 :data:`JOIN_WINDOW_AFTER` as its ``window`` (no verdict on the inputs but the
 join's); the window after the join is ``JoinConfig.window``.
@@ -31,7 +33,6 @@ from typing import Any
 from lowwater.config.errors import ConfigError
 from lowwater.config.join import JOIN_WINDOW, JoinConfig
 from lowwater.config.window import parse_window
-from lowwater.core.aggregates import windowed_only
 
 # The placeholder window of a join with windows after it: its type selects that operator.
 JOIN_WINDOW_AFTER = replace(JOIN_WINDOW, type="join_window")
@@ -48,9 +49,6 @@ def parse_join_window(win: Any, join: JoinConfig) -> JoinConfig:  # noqa: ANN401
         msg = (f"window.type: {window.type!r} after a [join] is not supported "
                f"(windows after a join are {' or '.join(JOIN_WINDOW_TYPES)})")
         raise ConfigError(msg)
-    why = windowed_only(window.aggregations, "windows after a join")
-    if why:
-        raise ConfigError(f"window.aggregations.{why}")
     joined = join.output_columns()
     for role, names in (("window.key", window.key), ("window.aggregations", window.value_columns)):
         for c in names:

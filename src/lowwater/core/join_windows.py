@@ -18,6 +18,12 @@ is cut, nor on whether the hold is read per row or per step (the Spark operator,
 ``spark/operators/join_windows.py``, reads it per step). The verdicts are still
 judged and counted: an input row too late for the *join* is where rows are lost.
 
+A joined row's **arrival order** (:func:`joined_arrival`), which breaks ties of event time for
+``first_by_time``/``last_by_time`` and orders ``collect_list``: the arrival of the later of its two
+rows, then of the earlier one (an unmatched left row: its own, twice). A pair exists from its later
+row's arrival on and each (later, earlier) names one pair, so the order is total and the same for any
+cut: it never depends on the step or the position a joined row is emitted at (ADR 0039).
+
 Pure Python, no Spark; :func:`run_joined_batch` is the reference a step follows.
 """
 
@@ -29,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from lowwater.core import partials
 from lowwater.core.join import IntervalJoin, Joined, JoinRow, TooLate
 from lowwater.core.lateness import Lateness, classify
-from lowwater.core.panes import Agg, Emission, Pane
+from lowwater.core.panes import Agg, Emission, Pane, input_agg
+from lowwater.core.partials import COLUMN
 from lowwater.core.triggers import AccumulationMode
 from lowwater.core.windows import WindowAssigner
 from lowwater.time import POS_INF
@@ -43,9 +49,22 @@ def joined_event_us(j: Joined) -> int:
     return j.left.event_us if j.right is None else max(j.left.event_us, j.right.event_us)
 
 
+def joined_arrival(j: Joined) -> tuple[int, int]:
+    """A joined row's place in arrival order: (its later row's arrival, its earlier row's); an unmatched left row
+    (its own, its own). Total over the joined rows and the same for any cut (the module's docstring).
+
+    >>> from lowwater.core.join import Side
+    >>> joined_arrival(Joined(JoinRow(Side.LEFT, ("u",), 4, 7), JoinRow(Side.RIGHT, ("u",), 9, 3), 0))
+    (7, 3)
+    """
+    if j.right is None:
+        return (j.left.seq, j.left.seq)
+    return (max(j.left.seq, j.right.seq), min(j.left.seq, j.right.seq))
+
+
 @dataclass(frozen=True)
 class WindowResult:
-    """One emission of a (key, window) after the join: one :class:`Agg` per aggregated column."""
+    """One emission of a (key, window) after the join: one :class:`Agg` per value input (``JoinWindows.columns``)."""
 
     key: tuple
     start_us: int
@@ -75,7 +94,9 @@ class JoinWindows:
 
     assigner: WindowAssigner
     grace_us: int
-    columns: Sequence[str | None]  # one pane per aggregated column (None: the row count only)
+    # One pane per value input: a column (itself) or (column, what of it: ``core/aggregates.value_inputs``);
+    # None: the row count only.
+    columns: Sequence[str | tuple[str, str] | None]
     mode: AccumulationMode = AccumulationMode.ACCUMULATING
     open: dict[tuple, list[Pane]] = field(default_factory=dict)
     fired: dict[tuple, list[Pane]] = field(default_factory=dict)
@@ -85,15 +106,21 @@ class JoinWindows:
     def __post_init__(self) -> None:
         self.columns = list(self.columns) or [None]
 
-    def _agg(self, values: Mapping[str, Any], column: str | None) -> Agg:
-        v = 1.0 if column is None else values.get(column)
-        return Agg(*partials.of_rows([(float("nan") if v is None else v,)], 1))  # NaN: null, counted in rows only
+    @staticmethod
+    def _agg(values: Mapping[str, Any], column: str | tuple[str, str] | None, at: tuple) -> Agg:
+        if column is None:
+            return input_agg(1.0)
+        name, of = (column, COLUMN) if isinstance(column, str) else column
+        return input_agg(values.get(name), of, at)  # a null: counted in rows only
 
-    def on_row(self, key: tuple, event_us: int, values: Mapping[str, Any], watermark_us: int) -> list[WindowResult]:
+    def on_row(self, key: tuple, event_us: int, values: Mapping[str, Any], watermark_us: int,
+               arrival: tuple[int, ...] = ()) -> list[WindowResult]:
         """Judge one joined row in each of its windows (counted in ``verdicts``); the revisions it causes.
 
+        ``arrival``: its place in arrival order (:func:`joined_arrival`), for by-time and list inputs.
         A too-late window of the row is listed in ``too_late`` (key, start, end, ``W(r)``).
         """
+        at = (event_us, *arrival)
         got = self.assigner.assign(np.array([event_us], dtype=np.int64))
         verdict = classify(got.end, np.full(len(got.end), watermark_us, dtype=np.int64), self.grace_us)
         out: list[WindowResult] = []
@@ -103,10 +130,10 @@ class JoinWindows:
             if v == Lateness.ON_TIME:
                 panes = self.open.setdefault(win, [Pane(self.mode) for _ in self.columns])
                 for pane, c in zip(panes, self.columns, strict=True):
-                    pane.admit(self._agg(values, c), now_us=0)
+                    pane.admit(self._agg(values, c, at), now_us=0)
             elif v == Lateness.LATE_UPDATE:
                 panes = self.fired.setdefault(win, [Pane(self.mode, fired=True) for _ in self.columns])
-                out += self._results(win, [p.late(self._agg(values, c))
+                out += self._results(win, [p.late(self._agg(values, c, at))
                                            for p, c in zip(panes, self.columns, strict=True)])
             else:
                 self.too_late.append((key, start, end, watermark_us))
@@ -155,7 +182,7 @@ def run_joined_batch(join: IntervalJoin, windows: JoinWindows, columns_of: Colum
     def window(emitted: list[Joined], hold: int) -> None:
         for j in emitted:
             key, values = columns_of(j)
-            out.results += windows.on_row(key, joined_event_us(j), values, hold)
+            out.results += windows.on_row(key, joined_event_us(j), values, hold, joined_arrival(j))
             out.joined.append(j)
 
     for row, w in zip(rows, watermarks_us, strict=True):

@@ -79,6 +79,15 @@ class Agg:
 EMPTY = Agg()
 
 
+def input_agg(value: object, of: str = partials.COLUMN, at: tuple = ()) -> Agg:
+    """One row's partial of one value input (``partials.input_value``); ``at``: its (event µs, arrival order...),
+    which a by-time or list input carries. A by-time input and a text value have no sum (``add_row_where``)."""
+    v = partials.input_value(value, of, at)
+    p = partials.empty(1)
+    partials.add_row_where(p, (v,), (of != partials.BY_TIME and not isinstance(v, str),))
+    return Agg(*p)
+
+
 @dataclass(frozen=True)
 class Emission:
     """One result row of a window: its kind, revision number and value."""

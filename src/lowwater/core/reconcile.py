@@ -51,6 +51,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from lowwater.core.partial_values import HLL_LG_K, KLL_K
+
 CAUSES = ("too_late", "dropped", "in_flight", "clipped")
 """Why a row of a window's batch truth is not in the stream's value, in the order a row is attributed."""
 
@@ -217,6 +219,38 @@ def _total(terms: Iterable[tuple[int, object]]) -> object:
             continue
         total = sign * v if total is None else total + sign * v  # type: ignore[operator]
     return total
+
+
+# Sketches (ADR 0039): the stream's sketch is a merge of its cuts' sketches, the batch's one sketch of all the rows,
+# so they agree exactly only while the sketches are exact; beyond, within their documented error (partial_values).
+HLL_EXACT = 3 * 2 ** (HLL_LG_K - 3) // 4  # 384 values: an HLL sketch of lg K 12 keeps its hashes (exact) up to this
+HLL_RSE = 1.04 / math.sqrt(2**HLL_LG_K)  # HLL_4's relative standard error, about 1.6 %
+KLL_RANK_ERROR = 0.0166  # a KLL sketch of k 200: normalised rank error (99 % confidence), about 1.65 %
+QUANTILE_TOLERANCE = 2 * KLL_RANK_ERROR  # the stream's sketch's error plus the batch sketch's reading it
+SKETCHES = ("approx_count_distinct", "approx_percentile")
+
+
+def within_sketch_error(func: str, truth: object, stream: object, n: int = 0,
+                        bounds: tuple[object, object] = (None, None)) -> bool:
+    """Whether a sketch's ``stream`` value is the ``truth`` (the batch's sketch of the rows) within its error.
+
+    ``approx_count_distinct``: equal while both are at most :data:`HLL_EXACT` (exact), else within 3 standard
+    errors of each other's size each (``6 * HLL_RSE * max``). ``approx_percentile`` over ``n`` values: equal up
+    to ``KLL_K`` values (exact), else between the batch sketch's quantiles at ``p -+`` :data:`QUANTILE_TOLERANCE`
+    (``bounds``): ranks, not values, carry the error, and a run of equal values is one value.
+
+    >>> within_sketch_error("approx_count_distinct", 1000, 1040), within_sketch_error("approx_count_distinct", 10, 11)
+    (True, False)
+    """
+    if truth is None or stream is None:
+        return truth is None and stream is None
+    if truth == stream:
+        return True
+    if func == "approx_count_distinct":
+        big = max(int(truth), int(stream))  # type: ignore[call-overload]
+        return big > HLL_EXACT and abs(int(truth) - int(stream)) <= 6 * HLL_RSE * big  # type: ignore[call-overload]
+    lo, hi = bounds
+    return n > KLL_K and lo is not None and hi is not None and lo <= stream <= hi  # type: ignore[operator]
 
 
 def same(a: object, b: object) -> bool:

@@ -47,8 +47,9 @@ from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
 from lowwater.core.aggregates import input_index
-from lowwater.core.partials import COLUMN, OUTPUTS, ROWS, SUM, Field
-from lowwater.core.reconcile import CAUSES, MERGED_BY_HEADS
+from lowwater.core.partials import COLUMN, KLL, OUTPUTS, ROWS, SUM, Field
+from lowwater.core.reconcile import CAUSES, MERGED_BY_HEADS, QUANTILE_TOLERANCE
+from lowwater.reconcile import kept
 from lowwater.reconcile.log import DEAD, MOVED, TRUTH
 from lowwater.reconcile.position import StreamPosition
 from lowwater.runtime.sqltext import cast, expr, q
@@ -125,7 +126,9 @@ def tally(cfg: PipelineConfig, pairs: DataFrame, by_window: bool = False) -> Dat
     """
     matched = "_lh" in pairs.columns  # else no pair is matched to late/ by hash: no copies to count
     aggs = ["count(1) AS _n", *(["max(_copies) AS _copies"] if matched else [])]
-    aggs += [f"{_FOLD[f]}(_v{i}) AS {f}{i}" for f, i in fields(cfg)]
+    ofs = [of for _, of in cfg.window.value_inputs]
+    aggs += [f"{kept.fold_sql(ofs[i], f'_v{i}') if f == '_s' and ofs[i] in kept.KEPT else f'{_FOLD[f]}(_v{i})'} "
+             f"AS {f}{i}" for f, i in fields(cfg)]
     mags = magnitudes(cfg, pairs)
     aggs += [f"sum(abs(_v{i})) AS _a{i}" for i in mags]
     late = "coalesce(_late, false)" if "_late" in pairs.columns else "false"
@@ -190,15 +193,18 @@ class _Portion:
     def __init__(self, rows: str, cause: str, negated: str) -> None:
         self.rows, self.cause, self.negated = rows, cause, negated
 
-    def value(self, field: str, i: int, dt: T.DataType) -> str:
+    def value(self, field: str, i: int, dt: T.DataType, whole_only: bool = False) -> str:
         """The portion's ``field`` of value column ``i``: the whole partial, nothing, or a share of identical rows.
 
         A share only happens to rows identical in every column: a sum is
         ``rows`` times the one value (``sum / n``), a non-null count ``rows`` or
-        0, a min or max the value itself.
+        0, a min or max the value itself. ``whole_only``: a collection or sketch, whose rows are matched late
+        exactly (``kept.py``): its portion is the whole partial or nothing.
         """
         col, rows = f"{field}{i}", f"({self.rows})"
         whole, empty = f"{rows} = _n", f"{rows} = 0"
+        if whole_only:
+            return f"CASE WHEN NOT ({empty}) THEN {col} END"
         if field in ("_s", "_a"):
             one = f"{col} div _n" if isinstance(dt, T.LongType) else f"{col} / _n"
             share = cast(f"({one}) * {rows}", dt)
@@ -233,9 +239,12 @@ def split(cfg: PipelineConfig, tallied: DataFrame, marked: bool = True) -> DataF
 
     mags = [int(c[2:]) for c in tallied.columns if re.fullmatch(r"_a\d+", c)]
 
+    ofs = [of for _, of in cfg.window.value_inputs]
+
     def named(p: _Portion) -> list[tuple[str, str]]:
         return [("_n", p.rows), ("_cause", p.cause),
-                *[(f"{f}{i}", p.value(f, i, vtypes.get(i, T.LongType()))) for f, i in tf],
+                *[(f"{f}{i}", p.value(f, i, vtypes.get(i, T.LongType()), f == "_s" and ofs[i] in kept.KEPT))
+                  for f, i in tf],
                 *[(f"_a{i}", p.value("_a", i, T.DoubleType())) for i in mags]]
 
     def part(p: _Portion) -> str:
@@ -251,14 +260,19 @@ def split(cfg: PipelineConfig, tallied: DataFrame, marked: bool = True) -> DataF
     return out.select(*keep, "_p.*").filter("_n != 0")
 
 
-def _partial(cfg: PipelineConfig, cond: str, prefix: str) -> list[str]:
+def _partial(cfg: PipelineConfig, cond: str, prefix: str) -> list[str | Column]:
     """The partial columns (``{prefix}_n`` and the :func:`fields`) of the split rows where ``cond`` holds."""
-    out = [f"coalesce(sum(CASE WHEN {cond} THEN _n END), 0) AS {prefix}_n"]
+    out: list[str | Column] = [f"coalesce(sum(CASE WHEN {cond} THEN _n END), 0) AS {prefix}_n"]
+    ofs = [of for _, of in cfg.window.value_inputs]
 
     def merged(field: str, i: int) -> str:
         return f"{_MERGE[field]}(CASE WHEN {cond} THEN {field}{i} END)"
 
     for field, i in fields(cfg):
+        if field == "_s" and ofs[i] in kept.KEPT:  # a collection or sketch: its own merge, null over no value
+            some = expr(f"coalesce({merged('_nn', i)}, 0) != 0")
+            out.append(F.when(some, kept.merge(ofs[i], F.when(expr(cond), F.col(f"_s{i}")))).alias(f"{prefix}_s{i}"))
+            continue
         m = merged(field, i)
         if field == "_nn":
             m = f"coalesce({m}, 0)"
@@ -278,7 +292,7 @@ def _outputs(cfg: PipelineConfig, types: dict[str, T.DataType], prefix: str) -> 
         def col(f: Field, of: str = COLUMN, where: Callable[[str], int] = where) -> Column:
             return F.col(f"{prefix}{f.column(where(of))}" if f is not ROWS else f"{prefix}_n")
 
-        out.append(result_expr(a.func, types[a.column], col).alias(f"{prefix[1:]}_{a.name}"))
+        out.append(result_expr(a.func, types[a.column], col, a.fraction).alias(f"{prefix[1:]}_{a.name}"))
     return out
 
 
@@ -348,7 +362,8 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     if by_window:
         stream = stream.repartition(*cfg.window.key, "_ws")
     both = rows.unionByName(stream.withColumn("_em", F.lit(True)), allowMissingColumns=True)
-    grouped = both.groupBy(*cfg.window.key, "_ws", "_we").agg(*[expr(a) for a in aggs], *stream_aggs)
+    grouped = both.groupBy(*cfg.window.key, "_ws", "_we").agg(
+        *[expr(a) if isinstance(a, str) else a for a in aggs], *stream_aggs)
     grouped = grouped.filter(" OR ".join(f"coalesce({c}, 0) > 0" for c in ("_present", "_emissions", "_dead_n")))
     if absent:
         grouped = grouped.selectExpr("*", *[f"{v} AS {q(k)}" for k, v in absent.items()])
@@ -360,4 +375,23 @@ def per_window(cfg: PipelineConfig, tallied: DataFrame, types: dict[str, T.DataT
     skip = {*cfg.window.key, "_ws", "_we", "_present", *by_cause_names}
     keep = [*cfg.window.key, "_ws", "_we", *[c for c in grouped.columns if not c.startswith(("_t_", "_e_"))
                                              and c not in skip], *by_cause_names]
-    return grouped.select(*keep, *_outputs(cfg, types, "_t"), *_outputs(cfg, types, "_e"))
+    return grouped.select(*keep, *_outputs(cfg, types, "_t"), *_outputs(cfg, types, "_e"), *_quantile_bounds(cfg))
+
+
+def _quantile_bounds(cfg: PipelineConfig) -> list[Column]:
+    """Per ``approx_percentile``: the batch and expected sketches' values count (``_qn_t_<c>``, ``_qn_e_<c>``) and
+    quantiles at ``p -+`` the tolerance (``_qlo_*``, ``_qhi_*``), which the stream's value must lie between
+    (``core/reconcile.within_sketch_error``)."""
+    inputs, out = cfg.window.value_inputs, []
+    for a in cfg.window.aggregations:
+        if a.func != "approx_percentile":
+            continue
+        i = input_index(inputs, a)(KLL)
+        p = float(a.fraction or 0.0)
+        lo, hi = max(0.0, p - QUANTILE_TOLERANCE), min(1.0, p + QUANTILE_TOLERANCE)
+        for side in ("t", "e"):
+            sketch = F.col(f"_{side}_s{i}")
+            out += [F.col(f"_{side}_nn{i}").alias(f"_qn_{side}_{a.name}"),
+                    F.kll_sketch_get_quantile_double(sketch, F.lit(lo)).alias(f"_qlo_{side}_{a.name}"),
+                    F.kll_sketch_get_quantile_double(sketch, F.lit(hi)).alias(f"_qhi_{side}_{a.name}")]
+    return out

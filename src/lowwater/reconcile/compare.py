@@ -7,7 +7,9 @@ whose stream value is not the expected one), else ``explained``.
 An aggregate that cannot be compared is named in the window's ``not_compared``
 (:func:`uncomparable`): a discarding average (a delta's average has no fold),
 and a session's average over several heads with a null among its rows
-(``sessions.fold``: the heads' averages are weighted by rows).
+(``sessions.fold``: the heads' averages are weighted by rows). A sketch is compared within its documented
+error (``core/reconcile.within_sketch_error``), also for ``batch_differs``: a window is not corrected for a
+sketch's own noise.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
-from lowwater.core.reconcile import CAUSES, LATEST, MERGED_BY_HEADS, REL_TOLERANCE, rule
+from lowwater.core.partials import KLL_K
+from lowwater.core.reconcile import CAUSES, HLL_EXACT, HLL_RSE, LATEST, MERGED_BY_HEADS, REL_TOLERANCE, SKETCHES, rule
 from lowwater.reconcile.position import StreamPosition
 from lowwater.reconcile.stream import output_funcs
 from lowwater.runtime.sqltext import cast, expr, q
@@ -49,6 +52,18 @@ def _same(a: str, b: str, dt: T.DataType, scale: str | None = None, merged: str 
         unit = cast(f"'{Decimal(1).scaleb(-dt.scale):f}'", dt)
         return f"(({a} <=> {b}) OR coalesce({merged} AND abs({a} - {b}) <= {unit}, false))"
     return f"({a} <=> {b})"
+
+
+def _sketch_same(col: str, func: str, side: str, a: str, b: str) -> str:
+    """``core/reconcile.within_sketch_error`` in SQL: ``a`` (the batch's or expected value, ``side`` t or e) and the
+    stream's ``b`` of a sketch."""
+    if func == "approx_count_distinct":
+        big = f"greatest({a}, {b})"
+        near = f"{big} > {HLL_EXACT} AND abs({a} - {b}) <= CAST({6 * HLL_RSE!r} AS DOUBLE) * {big}"
+    else:  # approx_percentile: exact up to KLL_K values, else between the sketch's quantiles at p -+ tolerance
+        n, lo, hi = (q(f"_q{x}_{side}_{col}") for x in ("n", "lo", "hi"))
+        near = f"coalesce({n}, 0) > {KLL_K} AND {b} BETWEEN {lo} AND {hi}"
+    return f"(({a} <=> {b}) OR coalesce({near}, false))"
 
 
 def _pieces(cfg: PipelineConfig, out: DataFrame, col: str, func: str, src: str = "s_",
@@ -106,15 +121,17 @@ def side_by_side(cfg: PipelineConfig, out: DataFrame, position: StreamPosition) 
             skipped.append((col, "true"))
             continue
         guard = f"NOT {skip} AND " if skip else ""
-        differs.append(f"({guard}NOT {_same(t, st, dt, scale, merged)})")
-        wrong.append(f"({guard}NOT {_same(e, st, dt, scale, merged)})")
+        same_t, same_e = (_sketch_same(col, func, side, x, st) if func in SKETCHES
+                          else _same(x, st, dt, scale, merged) for side, x in (("t", t), ("e", e)))
+        differs.append(f"({guard}NOT {same_t})")
+        wrong.append(f"({guard}NOT {same_e})")
         if not isinstance(dt, T.NumericType):  # a min/max of strings or dates: compared, no difference to show
             cols += [f"{cast('NULL', dt)} AS {q(f'diff_{col}')}", f"{cast('NULL', dt)} AS {q(f'unexplained_{col}')}"]
         else:
             zero = cast("0", dt)
             diff = f"coalesce({t}, {zero}) - coalesce({st}, {zero})"
             cols += [f"{f'CASE WHEN {skip} THEN NULL ELSE {diff} END' if skip else diff} AS {q(f'diff_{col}')}",
-                     f"CASE WHEN {guard}NOT {_same(e, st, dt, scale, merged)} THEN coalesce({e}, {zero}) - "
+                     f"CASE WHEN {guard}NOT {same_e} THEN coalesce({e}, {zero}) - "
                      f"coalesce({st}, {zero}) END AS {q(f'unexplained_{col}')}"]
     is_open = position.open_window()
     differs_, wrong_ = " OR ".join(differs), " OR ".join(wrong)

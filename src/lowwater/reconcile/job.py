@@ -19,11 +19,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import ConfigError, PipelineConfig
-from lowwater.core.aggregates import windowed_only
+from lowwater.core.aggregates import BY_TIME_FUNCS, COLLECTIONS
 from lowwater.core.reconcile import CAUSES
 from lowwater.io.checkpoint import check_outputs_match, fingerprint
 from lowwater.io.outputs import OUTPUT_CONF
-from lowwater.reconcile import attribution, compare, late, log, report, stream
+from lowwater.reconcile import attribution, compare, kept, late, log, report, stream
 from lowwater.reconcile.apply import covered_files
 from lowwater.reconcile.position import StreamPosition, stream_position
 from lowwater.runtime.fs import HadoopFS
@@ -71,9 +71,11 @@ def check_supported(cfg: PipelineConfig) -> None:
         msg = ("reconcile: session windows with late.policy = \"drop\" are not supported yet (a session row's "
                "verdict depends on the session state; use side_output)")
         raise ConfigError(msg)
-    why = windowed_only(cfg.window.aggregations, "reconcile's recomputations")
-    if why:
-        raise ConfigError(f"reconcile: {why}")
+    if cfg.window.is_session and kept.needs_rows(cfg):  # reconcile's session fold has no rule for them yet
+        a = next(a for a in cfg.window.aggregations if a.func in (*BY_TIME_FUNCS, *COLLECTIONS))
+        msg = (f"reconcile: {a.name} = {a.text}: session windows with first/last by event time, distinct counts, "
+               "collections or sketches are not reconciled yet (tumbling and hopping windows are)")
+        raise ConfigError(msg)
     if cfg.source.format == "kafka":
         raise ConfigError("reconcile: a Kafka source has no log to recompute from (source.format = \"kafka\")")
     if cfg.source.format == "dataframe":  # the Python API's DataFrame: lowwater kept no log of its rows
@@ -121,8 +123,10 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
     inputs = log.input_columns(schema)
     late_path = f"{cfg.output.path.rstrip('/')}/late"
     side_output = cfg.late_policy == "side_output"
-    # One scan of the log (never cached) unless a pass needs stable row ids: sessions, the drop replay.
-    single = not cfg.window.is_session and side_output
+    # One scan of the log (never cached) unless a pass needs stable row ids: sessions, the drop replay, and the
+    # aggregates that need each row's arrival order and its too-late copies matched exactly (kept.needs_rows).
+    ordered = kept.needs_rows(cfg)
+    single = not cfg.window.is_session and side_output and not ordered
     subtract = single and late.subtractable(cfg)  # late/ taken out of the totals: no row matched, no row hashed
     seen = covered_files(spark, cfg)  # the files each --apply saw: None, nothing was ever corrected
     # A row's file: for the corrected windows' files, and for the hash of a row matched to late/ (late.mark).
@@ -130,7 +134,8 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
     the_log, forms = log.read_log(spark, cfg, schema, position, persist=not single, files=files)
     rows = the_log.filter(~F.coalesce(F.col("_marker"), F.lit(False))).select(
         *dict.fromkeys([*([] if subtract else inputs), *cfg.window.key]), *([] if single else ["_rid"]), "_file",
-        "_dead", "_event_us", "_clip_us", "_clipped", "_unread", *log.values(cfg, schema))
+        "_dead", "_event_us", "_clip_us", "_clipped", "_unread", *(["_block"] if ordered else []),
+        *log.values(cfg, schema))
     taken = None  # late/'s rows taken back out of the totals: tallied apart from the log's scan
     if subtract:
         pairs, taken = _with_late_taken_out(spark, cfg, log.pairs(cfg, rows), late_path, schema, forms)
@@ -138,7 +143,7 @@ def _reconcile(spark: SparkSession, cfg: PipelineConfig, from_us: int | None, to
         pairs = late.mark(spark, late_path, log.pairs(cfg, rows), inputs, forms)
     else:
         late_rows = late.size(spark, late_path) if side_output else 0
-        pairs = _exactly_marked(spark, cfg, the_log, rows, inputs, late_path, late_rows, forms)
+        pairs = kept.placed(cfg, _exactly_marked(spark, cfg, the_log, rows, inputs, late_path, late_rows, forms))
     emitted_w = emitted.filter(F.col("batch_id") >= 0).withColumn(
         "_ws", F.unix_micros("window_start")).withColumn("_we", F.unix_micros("window_end"))
     if cfg.window.is_session:
@@ -199,7 +204,8 @@ def _with_late_taken_out(spark: SparkSession, cfg: PipelineConfig, pairs: DataFr
 
 def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame, rows: DataFrame,
                     inputs: list[str], late_path: str, late_rows: int, forms: log.FileForms) -> DataFrame:
-    """The pairs of a persisted log (sessions, ``drop``), with ``_late`` matched by row id (``late.py``)."""
+    """The pairs of a persisted log (sessions, ``drop``, ``kept.needs_rows``), with ``_late`` matched by row id
+    (``late.py``)."""
     valid = rows.filter(F.col("_dead").isNull())
     few = late_rows <= late.BROADCAST_ROWS
     if cfg.window.is_session:
@@ -211,6 +217,11 @@ def _exactly_marked(spark: SparkSession, cfg: PipelineConfig, the_log: DataFrame
                 late.from_side_output(spark, late_path, sessions.proto_pairs(pairs), inputs, few, forms), pairs)
         else:
             too_late = spark.createDataFrame([], late.LATE_SCHEMA)
+    elif str(cfg.late_policy) == "side_output":  # by row id; of identical rows the latest were late (kept.py)
+        pairs = log.pairs(cfg, valid)
+        stream_side = pairs.filter((F.col("_role") == log.MOVED) | ~F.col("_clipped"))
+        too_late = (late.from_side_output(spark, late_path, stream_side, inputs, few, forms, latest=True)
+                    if late_rows else spark.createDataFrame([], late.LATE_SCHEMA))
     else:
         pairs = log.pairs(cfg, valid)
         too_late = late.replayed(cfg, the_log)

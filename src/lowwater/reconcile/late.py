@@ -178,12 +178,18 @@ def as_pairs(spark: SparkSession, late_path: str, cfg: PipelineConfig, schema: T
 
 
 def from_side_output(spark: SparkSession, late_path: str, pairs: DataFrame, columns: list[str],
-                     broadcast: bool, forms: FileForms) -> DataFrame:
-    """(``_rid``, ``_ws``, ``_w``) of the pairs ``late/`` holds; ``pairs`` are the stream's (row, window) pairs."""
+                     broadcast: bool, forms: FileForms, latest: bool = False) -> DataFrame:
+    """(``_rid``, ``_ws``, ``_w``) of the pairs ``late/`` holds; ``pairs`` are the stream's (row, window) pairs.
+
+    ``latest``: of identical rows the last in the file are the late copies (``W(r)`` only rises along arrival
+    order; identical rows differ in their place in the file alone), for aggregates where which copy was late
+    matters (``kept.py``); else the copies are interchangeable and the first are taken.
+    """
     keyed = _keyed(spark, late_path, columns, forms)
-    mine = pairs.select("_rid", "_ws", row_hash(columns).alias("_h"))
+    mine = pairs.select("_rid", "_ws", row_hash(columns).alias("_h"), *(["_block"] if latest else []))
     matched = mine.join(F.broadcast(keyed) if broadcast else keyed, ["_h", "_ws"])
-    rank = F.row_number().over(Window.partitionBy("_h", "_ws").orderBy("_rid"))
+    order = [F.col("_block").desc_nulls_last(), F.col("_rid").desc()] if latest else [F.col("_rid")]
+    rank = F.row_number().over(Window.partitionBy("_h", "_ws").orderBy(*order))
     return matched.withColumn("_n", rank).filter(F.col("_n") <= F.col("_copies")).select("_rid", "_ws", "_w")
 
 

@@ -162,8 +162,14 @@ def input_columns(schema: T.StructType) -> list[str]:
 
 def values(cfg: PipelineConfig, schema: T.StructType) -> list[Column]:
     """The value inputs as the stream folds them (``spark/aggtypes.input_expr``), named ``_v{i}``."""
+    from lowwater.reconcile.kept import input_col  # by-time inputs, collections, sketches: with the arrival order
+
     types = {f.name: f.dataType for f in schema.fields}
-    return [input_expr(F.col(c), types[c], of).alias(f"_v{i}") for i, (c, of) in enumerate(cfg.window.value_inputs)]
+    out = []
+    for i, (c, of) in enumerate(cfg.window.value_inputs):
+        kept = input_col(F.col(c), types[c], of)
+        out.append((input_expr(F.col(c), types[c], of) if kept is None else kept).alias(f"_v{i}"))
+    return out
 
 
 def _window_starts(event: Column, size_us: int, slide_us: int, offset_us: int) -> list[Column]:

@@ -30,6 +30,7 @@ import numpy as np
 
 from lowwater.config import PipelineConfig
 from lowwater.config.join import JoinConfig
+from lowwater.core.aggregates import input_index
 from lowwater.core.join import Joined, JoinRow, Side, run_batch
 from lowwater.core.join_windows import JoinWindows, WindowResult, run_joined_batch
 from lowwater.core.join_windows import drain as drain_windows
@@ -176,8 +177,7 @@ def _windows(jc: JoinConfig) -> JoinWindows | None:
     if jc.window is None:
         return None
     w = jc.window
-    return JoinWindows(w.assigner(), w.allowed_lateness_us, [a.column for a in w.aggregations],
-                       AccumulationMode(w.accumulation))
+    return JoinWindows(w.assigner(), w.allowed_lateness_us, w.value_inputs, AccumulationMode(w.accumulation))
 
 
 def _columns_of(jc: JoinConfig, j: Joined) -> tuple[tuple, dict]:
@@ -195,11 +195,22 @@ def _result_rows(jc: JoinConfig, results: list[WindowResult]) -> list[tuple]:
     if jc.window is None:
         return []
     rows = []
+    inputs = jc.window.value_inputs
     for r in results:
-        values = [output(a.func, r.values[i].parts, 0) for i, a in enumerate(jc.window.aggregations)]
+        flat = [r.count, *[x for v in r.values for x in v.parts[1:]]]  # every value input's partial
+        values = [output(a.func, flat, input_index(inputs, a), a.fraction) for a in jc.window.aggregations]
         rows.append(("|".join(str(k) for k in r.key), r.start_us / 1e6, r.end_us / 1e6, r.kind, r.revision, r.count,
-                     *[None if v is None else _num(float(v)) for v in values]))
+                     *[_value(v) for v in values]))
     return sorted(rows, key=_sort_key)
+
+
+def _value(v: object) -> object:
+    """A result value as both paths compare it: null, a list or text as it is, a number as a float."""
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    if isinstance(v, list | tuple):
+        return [_value(x) for x in v]
+    return v if isinstance(v, str) else _num(float(v))  # type: ignore[arg-type]
 
 
 # -- the Spark path ----------------------------------------------------------------
@@ -244,6 +255,14 @@ def run_spark(spark, s: Scenario, cuts: dict[str, list[int]], workdir: Path | No
 
 
 
+def _cell(v):  # noqa: ANN001, ANN202 - a pandas cell: a scalar, an array, NaN or NA
+    import pandas as pd
+
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    return None if not isinstance(v, list | str) and pd.isna(v) else v
+
+
 def _observed(spark, cfg: PipelineConfig, out: Path, summary: dict) -> JoinObserved:  # noqa: ANN001
     import pandas as pd
 
@@ -267,6 +286,6 @@ def _observed(spark, cfg: PipelineConfig, out: Path, summary: dict) -> JoinObser
         aggs = [a.name for a in jc.window.aggregations]
         results = sorted(((("|".join(str(r[k]) for k in jc.window.key)), secs(r["window_start"]),
                            secs(r["window_end"]), r["kind"], int(r["revision"]), int(r["count"]),
-                           *[None if pd.isna(r[a]) else _num(float(r[a])) for a in aggs])
+                           *[_value(_cell(r[a])) for a in aggs])
                           for r in read("results")), key=_sort_key)
     return JoinObserved(joined, late, counts, results=results)

@@ -32,6 +32,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.config.join import JoinConfig
 from lowwater.core.join import JoinBounds, JoinRow, JoinState, Side, SideCounts, _Buffered, run_batch
+from lowwater.core.join_windows import joined_arrival
 from lowwater.core.temporal_join import JoinKind, new_join
 from lowwater.core.watermarks import clip_future
 from lowwater.spark.operators.windowed.executor import skew_of
@@ -45,7 +46,9 @@ EMITTED = "_c_emitted"  # joined rows (pairs, unmatched left rows) the pass emit
 # (the held output watermark), open and pending (unmatched) rows per side.
 META = ("_m_min_free", "_m_max_free", "_m_min_event", "_m_open_left", "_m_open_right",
         "_m_pending_left", "_m_pending_right")
-JOINED_TIMES = ("_j_left_us", "_j_right_us", "_j_w_us")
+# A joined row's times, and its place in arrival order (``core/join_windows.joined_arrival``: its later row's
+# ``seq``, then its earlier row's), which the windows after the join order by-time ties with.
+JOINED_TIMES = ("_j_left_us", "_j_right_us", "_j_w_us", "_j_later_seq", "_j_earlier_seq")
 
 
 def state_columns(join: JoinConfig, types: dict[str, T.DataType]) -> list[tuple[str, T.DataType]]:
@@ -177,6 +180,9 @@ def make_join_pass(
         cols["_j_left_us"] = longs([e.left.event_us for e in emitted])
         cols["_j_right_us"] = longs([None if e.right is None else e.right.event_us for e in emitted])
         cols["_j_w_us"] = longs([e.watermark_us for e in emitted])
+        arrival = [joined_arrival(e) for e in emitted]
+        cols["_j_later_seq"] = longs([a for a, _ in arrival])
+        cols["_j_earlier_seq"] = longs([b for _, b in arrival])
         return shaped(cols, len(emitted), "J")
 
     def buffered_rows(t: pa.Table, pos: np.ndarray, event: np.ndarray, flags: np.ndarray,

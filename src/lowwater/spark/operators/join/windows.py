@@ -13,7 +13,10 @@ Why the hold of the previous step may judge a whole step's rows: no joined row
 is behind the hold at its emission, and the hold only rises
 (``core/join_windows.py``), so every joined row is on time either way and the
 results equal the core's row-by-row reference, whatever the cut. A verdict
-other than on time is a defect and fails the step.
+other than on time is a defect and fails the step. Every aggregate of the windowed
+operator is kept; ties of event time (``first_by_time``, ``collect_list``) are broken by
+the joined row's arrival order, its later row's global ``seq`` then its earlier row's
+(``core/join_windows.joined_arrival``), carried as its ``_seq``/``_seq_minor``.
 
 The window state is a second bucket store (``<state>/windows``, buckets by
 window end) with its own manifest per step, read back by the step of the
@@ -101,8 +104,10 @@ class JoinWindowOperator:
             *[F.col(f"_j_{c}").alias(c) for c in cols],
             F.greatest("_j_left_us", F.coalesce("_j_right_us", "_j_left_us")).alias("_event_us"),
             F.lit(hold_before).cast("long").alias("_w"),
-            F.lit(0).cast("long").alias("_seq"),
-            F.lit(0).cast("long").alias("_seq_minor"),
+            # Its arrival order (``core/join_windows.joined_arrival``): a by-time input's (step, _seq,
+            # _seq_minor) is (0, later row's seq, earlier row's seq), the same for any cut.
+            F.col("_j_later_seq").alias("_seq"),
+            F.col("_j_earlier_seq").alias("_seq_minor"),
         )
 
     def _windows_step(self, result: OperatorResult, prev: Manifest, step: int,
