@@ -63,7 +63,7 @@ _SUMMARY = T.StructType([T.StructField("summary", T.BinaryType()), T.StructField
 def unavailable(cfg: PipelineConfig) -> str | None:
     """Why this pipeline's input keeps the driver's clock, or None when the executors can keep it.
 
-    An operator may need the driver's clock too (its ``driver_clock_only``: the interval join).
+    An operator may need the driver's clock too (its ``driver_clock_only``; none of the built-in ones does).
     """
     if not all(s.arrival_time for s in cfg.sources):
         return "without an arrival clock arrival order is the files' order across partitions"

@@ -1,11 +1,13 @@
 """The interval join on Spark (``[join]``): the core state machine run per key bucket on the executors.
 
-A step carries out the driver's :class:`~lowwater.spark.step.StepPlan` (which
+A step carries out a :class:`~lowwater.spark.step.StepPlan` (whose row clock
 gives every judged row its ``W(r)`` from the tracker over both sources, the
-join's watermark of SEMANTICS.md §9) without any per-row work on the driver:
+join's watermark of SEMANTICS.md §9: the executors' clock where the pipeline
+allows, ``spark/row_clock.py``, else the driver's) without any per-row work on
+the driver:
 
 1. **rows**: the judged rows' join columns, their row clock attached as
-   columns (``input.py``: ``_w``, ``_seq``) and their key bucket;
+   columns (``input.py``: ``_w``, ``_seq``, ``_seq_minor``) and their key bucket;
 2. **buckets**: the state is Parquet buckets by key hash in the versioned
    store, with a summary per bucket beside the counts (``join/m<step>.json``:
    the bounds ``W`` must pass to free its rows, its earliest event time, open
@@ -120,7 +122,8 @@ class _Pass:
 class JoinOperator:
     """``[join]``: an interval join of two sources (the operator ``join``, ``config/join.JOIN_WINDOW``)."""
 
-    driver_clock_only: str | None = "the interval join runs on the driver"  # it reads plan.lookup
+    driver_clock_only: str | None = None  # either row clock serves it: it reads only the clock's columns
+    window_verdicts = False  # it judges its rows from W(r): the driver's clock assigns no window (planner.py)
 
     def __init__(self, ctx: OperatorContext, layout: StateLayout) -> None:
         assert ctx.cfg.join is not None
@@ -148,8 +151,8 @@ class JoinOperator:
         return window_results(self.spark, self.layout)
 
     def row_columns(self) -> list[str] | None:
-        """Every column: the join runs on the driver's clock, which lays out no columns."""
-        return None
+        """What the keyed pass reads of a row (the late and dead-letter rows are re-read whole by row id)."""
+        return join_columns(self.join, self.clip)
 
     def joined_schema(self) -> T.StructType:
         """joined/: the keys, the left side's chosen columns, the right side's, both event times, the watermark."""
@@ -354,8 +357,8 @@ class JoinOperator:
         n_valid = plan.data_rows
         rows = None
         if n_valid:
-            assert plan.rows is not None  # the driver's clock: `_seq` is the global sequence the state keeps
-            rows = new_rows(plan.rows.frame_with_clock(join_columns(self.join, self.clip)), self.join)
+            assert plan.rows is not None
+            rows = new_rows(plan.rows.frame_with_clock(join_columns(self.join, self.clip)), self.join, step)
             if n_valid <= SPREAD * BUCKETS:  # read twice: which buckets they touch, then the pass
                 rows = rows.persist()
                 cache.append(rows)
@@ -368,7 +371,7 @@ class JoinOperator:
         late_rows = partial(self._late_frame, parsed) if self.cfg.late_policy == LatePolicy.SIDE_OUTPUT else None
         got, buckets, held = self._advance(prev, step, plan.watermark, rows, n_valid, dead, cache, late_rows)
         if got.new_rows != n_valid:
-            msg = f"step {step}: the join judged {got.new_rows} rows, the driver's plan has {n_valid}"
+            msg = f"step {step}: the join judged {got.new_rows} rows, the row clock gave {n_valid}"
             raise RuntimeError(msg)
         too_late = sum(d.get("too_late", 0) for d in got.deltas.values())
         accounting = Accounting(rows=n_valid + plan.dead, on_time=n_valid - too_late, too_late=too_late,

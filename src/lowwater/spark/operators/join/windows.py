@@ -53,9 +53,8 @@ class JoinWindowOperator:
         self.store = self.join.store  # the engine's manifest: the join's buckets
         self.windows = BucketStateStore(ctx.spark, f"{ctx.state_dir.rstrip('/')}/windows", layout.schema())
 
-    @property
-    def driver_clock_only(self) -> str | None:
-        return self.join.driver_clock_only
+    driver_clock_only: str | None = None  # either row clock serves it (the join's and the contributions' columns)
+    window_verdicts = False  # the join judges its inputs; the window judges joined rows at the join's hold
 
     def state_schema(self) -> T.StructType:
         return self.join.state_schema()
