@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from functools import partial, reduce
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -52,6 +52,7 @@ from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.operators.join.executor import (
     COUNT_FIELDS,
+    COUNTS,
     EMITTED,
     META,
     NEW_ROWS,
@@ -228,7 +229,7 @@ class JoinOperator:
     def _keyed_pass(
         self, rows: DataFrame | None, prev: Manifest, read: set[int], watermark_us: int, cache: list[DataFrame],
     ) -> _Pass:
-        """The executors' pass over the step's rows and the read buckets; its small outputs collected."""
+        """The executors' pass over the step's rows and the read buckets, persisted (nothing runs yet)."""
         parts = []
         state = self.store.read(prev, read) if read else None
         if state is not None:
@@ -244,18 +245,35 @@ class JoinOperator:
         fn = make_join_pass(self.join, self.out_schema, watermark_us, self.clip, clipping(self.cfg)[1])
         out = union.repartition("_bucket").mapInArrow(fn, self.out_schema).persist()
         cache.append(out)
-        got = _Pass(out=out)
-        for r in out.filter(F.col("_out").isin("B", "C")).collect():
-            if r["_out"] == "B":
-                got.summaries[int(r["_bucket"])] = BucketSummary(*(int(r[c]) for c in META))
-                continue
-            for side in Side:
-                d = got.deltas.setdefault(side, dict.fromkeys(COUNT_FIELDS, 0))
-                for f in COUNT_FIELDS:
-                    d[f] += int(r[f"_c_{side.value}_{f}"])
-            got.new_rows += int(r[NEW_ROWS])
-            got.emitted += int(r[EMITTED])
-        return got
+        return _Pass(out=out)
+
+    @staticmethod
+    def _observed(out: DataFrame, step: int) -> tuple[DataFrame, Observation]:
+        """``out`` observed for the pass's small outputs: count deltas (``C`` rows) and bucket summaries (``B``).
+
+        Aggregated by the job that writes the state (no job of their own): per bucket one column per
+        summary field, per side and count one sum.
+        """
+        obs = Observation(f"join_pass_{step}")
+        is_b, is_c = F.col("_out") == "B", F.col("_out") == "C"
+        aggs = [F.sum(F.when(is_c, F.col(c))).alias(c) for c in (*COUNTS, NEW_ROWS, EMITTED)]
+        how = {"_m_min_free": F.min, "_m_max_free": F.max, "_m_min_event": F.min}
+        for b in range(BUCKETS):
+            mine = is_b & (F.col("_bucket") == b)
+            aggs += [how.get(m, F.sum)(F.when(mine, F.col(m))).alias(f"{m}_{b}") for m in META]
+        return out.observe(obs, *aggs), obs
+
+    @staticmethod
+    def _read(got: _Pass, obs: Observation) -> None:
+        """Fill ``got`` from the observation :meth:`_observed` made (after the state write ran)."""
+        seen = obs.get
+        for side in Side:
+            got.deltas[side] = {f: int(seen.get(f"_c_{side.value}_{f}") or 0) for f in COUNT_FIELDS}
+        got.new_rows, got.emitted = int(seen.get(NEW_ROWS) or 0), int(seen.get(EMITTED) or 0)
+        for b in range(BUCKETS):
+            values = [seen.get(f"{m}_{b}") for m in META]
+            if values[0] is not None:
+                got.summaries[b] = BucketSummary(*(int(v or 0) for v in values))
 
     # -- a step and the drain ----------------------------------------------------------------
 
@@ -273,6 +291,7 @@ class JoinOperator:
         t1 = time.monotonic()
         read, dropped = self._plan_buckets(prev, summaries, touched, watermark_us, counts)
         got = self._keyed_pass(rows, prev, read, watermark_us, cache)
+        written = self._write_state(step, got)  # runs the pass; its counts and summaries come with the write
         t2 = time.monotonic()
         for side, n in dead.items():
             counts[side].rows += n
@@ -284,14 +303,16 @@ class JoinOperator:
         kept.update(got.summaries)
         self._check(counts, kept)
         buckets = {b: prev.buckets[b] for b in kept if b not in got.summaries}
-        buckets.update(self._write(step, got, late_rows))
+        buckets.update(written)
+        self._write_outputs(step, got, late_rows)
         missing = set(got.summaries) - set(buckets)
         if missing:
             msg = f"join: state buckets {sorted(missing)} were summarised but not written"
             raise RuntimeError(msg)
         self._save(step, counts, kept)
         t3 = time.monotonic()
-        log.debug("step %d join: buckets touched %.2fs (%s), %d read, %d dropped, keyed pass %.2fs, writes %.2fs",
+        log.debug("step %d join: buckets touched %.2fs (%s), %d read, %d dropped, pass and state %.2fs, "
+                  "joined and late %.2fs",
                   step, t1 - t0, "all" if touched is None else len(touched), len(read), len(dropped), t2 - t1, t3 - t2)
         held = min([watermark_us, *(s.min_event for s in kept.values())])
         metrics = {
@@ -318,10 +339,18 @@ class JoinOperator:
                 msg = f"join: {held} unmatched rows buffered on the {side} side, counted {c.pending}"
                 raise AssertionError(msg)
 
-    def _write(
-        self, step: int, got: _Pass, late_rows: Callable[[DataFrame], DataFrame] | None,
-    ) -> dict[int, Bucket]:
-        """joined/, late/ and the new state buckets, side by side from the pass's persisted output."""
+    def _write_state(self, step: int, got: _Pass) -> dict[int, Bucket]:
+        """The new state buckets: the first job over the pass's persisted output, observing its small outputs."""
+        if got.out is None:
+            return {}
+        observed, obs = self._observed(got.out, step)
+        rows = observed.filter(F.col("_out") == "S").select(*self._state_names(), "_bucket")
+        written = self.store.write(step, rows)
+        self._read(got, obs)
+        return {b: Bucket(version=step, fired=False, rows=n, bytes=size) for b, (n, size) in written.items()}
+
+    def _write_outputs(self, step: int, got: _Pass, late_rows: Callable[[DataFrame], DataFrame] | None) -> None:
+        """joined/ and late/, side by side from the pass's persisted output."""
         self._prepare()
         out = got.out
 
@@ -336,20 +365,13 @@ class JoinOperator:
                 )
             self.sinks.write_or_clear("joined", step, frame)
 
-        def state() -> dict[int, Bucket]:
-            if out is None or not got.summaries:
-                return {}
-            rows = out.filter(F.col("_out") == "S").select(*self._state_names(), "_bucket")
-            return {b: Bucket(version=step, fired=False, rows=n, bytes=size)
-                    for b, (n, size) in self.store.write(step, rows).items()}
-
         def late() -> None:
             frame = None
             if out is not None and late_rows is not None and any(d["too_late"] for d in got.deltas.values()):
                 frame = late_rows(out.filter(F.col("_out") == "T").select("_rid", "_w"))
             self.sinks.write_or_clear("late", step, frame)
 
-        return side_by_side(state, joined, late)[0]
+        side_by_side(joined, late)
 
     def step(
         self, parsed: DataFrame, plan: StepPlan, prev: Manifest, step: int, cache: list[DataFrame],
