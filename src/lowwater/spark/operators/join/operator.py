@@ -17,7 +17,9 @@ the driver:
    from it; the others keep their version;
 3. **keyed pass** (``executor.py``): rows and read state shuffled by
    bucket, the core join run per task; pairs, unmatched left rows, too-late
-   row ids, the new state, per-bucket summaries and count deltas come back;
+   row ids, the new state, per-bucket summaries and count deltas come back,
+   persisted; the state write runs it and observes the summaries and counts
+   (``observed.py``: no job of their own);
 4. **write** through the sinks: ``joined``, ``late`` (too-late rows whole,
    joined back to the micro-batch by row id, ``reason = too_late_for_join``),
    ``join_metrics`` (the held output watermark: ``min(W, earliest buffered event
@@ -25,7 +27,7 @@ the driver:
    ``step`` of the buckets written; the engine's manifest names the versions,
    so a crash or a replayed batch restarts from the same state (§8).
 
-The driver collects only the per-task count rows and per-bucket summaries.
+The driver learns only the summed count deltas and per-bucket summaries.
 The join's semantics live in ``core/join.py`` (ADR 0031).
 """
 
@@ -35,11 +37,10 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial, reduce
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -51,16 +52,12 @@ from lowwater.core.temporal_join import JoinKind
 from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.operators.join.executor import (
-    COUNT_FIELDS,
-    COUNTS,
-    EMITTED,
-    META,
-    NEW_ROWS,
     make_join_pass,
     out_schema,
     state_columns,
 )
 from lowwater.spark.operators.join.input import BUCKETS, join_columns, new_rows, state_rows
+from lowwater.spark.operators.join.observed import BucketSummary, Pass, observed_pass, read_observed
 from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
 from lowwater.spark.operators.windowed.fold import StateLayout
@@ -96,30 +93,6 @@ JOIN_METRICS_ARROW = pa.schema([
 ])
 
 
-@dataclass(frozen=True)
-class BucketSummary:
-    """One state bucket as the driver knows it without reading it (``executor.META``)."""
-
-    min_free: int  # W > this frees at least one of its rows
-    max_free: int  # W > this frees all of them
-    min_event: int  # its earliest event time: the held output watermark's part
-    open_left: int
-    open_right: int
-    pending_left: int  # unmatched rows, still buffered
-    pending_right: int
-
-
-@dataclass
-class _Pass:
-    """What a step's keyed pass (if any) left: its persisted output and the collected deltas."""
-
-    out: DataFrame | None = None
-    summaries: dict[int, BucketSummary] = field(default_factory=dict)
-    deltas: dict[Side, dict[str, int]] = field(default_factory=dict)
-    new_rows: int = 0
-    emitted: int = 0
-
-
 class JoinOperator:
     """``[join]``: an interval join of two sources (the operator ``join``, ``config/join.JOIN_WINDOW``)."""
 
@@ -137,7 +110,7 @@ class JoinOperator:
         self.clip = clipping(ctx.cfg)[0]
         self.out_schema = out_schema(self.join, self.types)
         self._prepared = False
-        self.last: tuple[_Pass, int] | None = None  # the last step's pass and held output W (join/windows.py)
+        self.last: tuple[Pass, int] | None = None  # the last step's pass and held output W (join/windows.py)
 
     # -- layouts ---------------------------------------------------------------------
 
@@ -228,7 +201,7 @@ class JoinOperator:
 
     def _keyed_pass(
         self, rows: DataFrame | None, prev: Manifest, read: set[int], watermark_us: int, cache: list[DataFrame],
-    ) -> _Pass:
+    ) -> Pass:
         """The executors' pass over the step's rows and the read buckets, persisted (nothing runs yet)."""
         parts = []
         state = self.store.read(prev, read) if read else None
@@ -237,7 +210,7 @@ class JoinOperator:
         if rows is not None:
             parts.append(rows)
         if not parts:
-            return _Pass()
+            return Pass()
         union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         for c in ("_rid", "_w", "_arrival_us", PER_ROW):
             if c not in union.columns:
@@ -245,42 +218,14 @@ class JoinOperator:
         fn = make_join_pass(self.join, self.out_schema, watermark_us, self.clip, clipping(self.cfg)[1])
         out = union.repartition("_bucket").mapInArrow(fn, self.out_schema).persist()
         cache.append(out)
-        return _Pass(out=out)
-
-    @staticmethod
-    def _observed(out: DataFrame, step: int) -> tuple[DataFrame, Observation]:
-        """``out`` observed for the pass's small outputs: count deltas (``C`` rows) and bucket summaries (``B``).
-
-        Aggregated by the job that writes the state (no job of their own): per bucket one column per
-        summary field, per side and count one sum.
-        """
-        obs = Observation(f"join_pass_{step}")
-        is_b, is_c = F.col("_out") == "B", F.col("_out") == "C"
-        aggs = [F.sum(F.when(is_c, F.col(c))).alias(c) for c in (*COUNTS, NEW_ROWS, EMITTED)]
-        how = {"_m_min_free": F.min, "_m_max_free": F.max, "_m_min_event": F.min}
-        for b in range(BUCKETS):
-            mine = is_b & (F.col("_bucket") == b)
-            aggs += [how.get(m, F.sum)(F.when(mine, F.col(m))).alias(f"{m}_{b}") for m in META]
-        return out.observe(obs, *aggs), obs
-
-    @staticmethod
-    def _read(got: _Pass, obs: Observation) -> None:
-        """Fill ``got`` from the observation :meth:`_observed` made (after the state write ran)."""
-        seen = obs.get
-        for side in Side:
-            got.deltas[side] = {f: int(seen.get(f"_c_{side.value}_{f}") or 0) for f in COUNT_FIELDS}
-        got.new_rows, got.emitted = int(seen.get(NEW_ROWS) or 0), int(seen.get(EMITTED) or 0)
-        for b in range(BUCKETS):
-            values = [seen.get(f"{m}_{b}") for m in META]
-            if values[0] is not None:
-                got.summaries[b] = BucketSummary(*(int(v or 0) for v in values))
+        return Pass(out=out)
 
     # -- a step and the drain ----------------------------------------------------------------
 
     def _advance(
         self, prev: Manifest, step: int, watermark_us: int, rows: DataFrame | None, n_rows: int,
         dead: dict[Side, int], cache: list[DataFrame], late_rows: Callable[[DataFrame], DataFrame] | None,
-    ) -> tuple[_Pass, dict[int, Bucket], int]:
+    ) -> tuple[Pass, dict[int, Bucket], int]:
         """One step (or the drain): read, pass, write; (the pass, the manifest's buckets, the held output W)."""
         t0 = time.monotonic()
         counts, summaries = self._load(prev)
@@ -339,17 +284,17 @@ class JoinOperator:
                 msg = f"join: {held} unmatched rows buffered on the {side} side, counted {c.pending}"
                 raise AssertionError(msg)
 
-    def _write_state(self, step: int, got: _Pass) -> dict[int, Bucket]:
+    def _write_state(self, step: int, got: Pass) -> dict[int, Bucket]:
         """The new state buckets: the first job over the pass's persisted output, observing its small outputs."""
         if got.out is None:
             return {}
-        observed, obs = self._observed(got.out, step)
+        observed, obs = observed_pass(got.out, step)
         rows = observed.filter(F.col("_out") == "S").select(*self._state_names(), "_bucket")
         written = self.store.write(step, rows)
-        self._read(got, obs)
+        read_observed(got, obs)
         return {b: Bucket(version=step, fired=False, rows=n, bytes=size) for b, (n, size) in written.items()}
 
-    def _write_outputs(self, step: int, got: _Pass, late_rows: Callable[[DataFrame], DataFrame] | None) -> None:
+    def _write_outputs(self, step: int, got: Pass, late_rows: Callable[[DataFrame], DataFrame] | None) -> None:
         """joined/ and late/, side by side from the pass's persisted output."""
         self._prepare()
         out = got.out
