@@ -22,6 +22,7 @@ workers import ``lowwater`` from this process's ``PYTHONPATH``.
     mkdir -p /tmp/base && git archive HEAD~1 src | tar -x -C /tmp/base
     nice -n 19 env PYTHONPATH=$PWD/src .venv/bin/python bench/step_cost.py --base /tmp/base/src --rounds 3
     ... --verbose       # every job's call site, step by step
+    ... --join          # an interval join of two sources instead (bench/join_vs_native's logs, tiny)
 
 On a shared machine compare the ratios, not the seconds.
 """
@@ -65,6 +66,39 @@ def config(root: Path) -> dict:
     }
 
 
+def land_join(root: Path, files: int, rows: int) -> None:
+    """Clicks and orders (``bench/join_vs_native``'s logs): ``rows`` clicks a file, ``files`` files a source."""
+    if str(REPO) not in sys.path:  # run as a script: bench/ is importable as a package from the repo root
+        sys.path.append(str(REPO))
+    from bench.join_vs_native import land as land_parquet
+    from bench.join_vs_native import make_logs
+
+    clicks, orders = make_logs(files * rows, users=max(10, rows // 4), rate=20.0)
+    land_parquet(root / "clicks", clicks, files)
+    land_parquet(root / "orders", orders, files)
+
+
+def config_join(root: Path) -> dict:
+    """``bench/join_vs_native``'s join (inner, 0-30 s, bounds 5 s and 15 s) over :func:`land_join`'s files."""
+
+    def source(name: str, bound: int) -> dict:
+        return {"name": name, "format": "parquet", "path": str(root / name), "partition": "partition",
+                "event_time": "event_time", "arrival_time": "arrival_time", "max_files_per_batch": 1,
+                "watermark": {"strategy": "bounded", "max_out_of_orderness": f"{bound}s"}}
+
+    return {
+        "source": [source("clicks", 5), source("orders", 15)],
+        "join": {"left": "clicks", "right": "orders", "on": ["user_id"], "lower": "0s", "upper": "30s",
+                 "type": "inner", "columns": {"left": ["click_id"], "right": ["order_id"]}},
+        "late": {"policy": "drop"},
+        "output": {"path": str(root / "out")},
+    }
+
+
+REPO = Path(__file__).resolve().parents[1]
+JOIN = False  # --join: the join's logs and configuration
+
+
 def use_tree(src: str) -> None:
     """Make ``import lowwater`` load the package under ``src`` (purging any loaded one)."""
     for name in [m for m in sys.modules if m == "lowwater" or m.startswith("lowwater.")]:
@@ -89,8 +123,8 @@ def run_once(spark, src: str, work: Path, files: int, rows: int) -> tuple[list[t
     from lowwater.spark.engine import Engine
 
     root = Path(tempfile.mkdtemp(dir=work))
-    land(root, files, rows)
-    cfg = parse_config(config(root), base_dir=root)
+    (land_join if JOIN else land)(root, files, rows)
+    cfg = parse_config((config_join if JOIN else config)(root), base_dir=root)
     steps: list[tuple[str, float, float]] = []
     engine_s: dict[int, float] = {}
     t0 = time.time()
@@ -218,7 +252,10 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=6)
     ap.add_argument("--rows", type=int, default=50)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--join", action="store_true", help="an interval join of two sources (rows: clicks a file)")
     args = ap.parse_args()
+    global JOIN  # noqa: PLW0603 - read by run_once
+    JOIN = args.join
     here = str(Path(__file__).resolve().parents[1] / "src")
     trees = {"new": here} if not args.base else {"base": str(Path(args.base).resolve()), "new": here}
     work = Path(tempfile.mkdtemp(prefix="lowwater-stepcost-"))

@@ -21,6 +21,7 @@ from lowwater.config import parse_config
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.spark.engine import Engine
 from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA
+from lowwater.spark.row_clock import ExecutorClock
 from lowwater.testing.join_scenarios import compare, expected, load_join, run_core, run_spark
 from lowwater.testing.scenario_files import _plain_copy
 from lowwater.testing.scenario_spark import _chunks
@@ -49,6 +50,31 @@ def test_left_outer_join_with_sources_cut_differently_matches_the_core(spark, tm
     assert steps["output_watermark"].tolist() == metrics.sort_values("step")["output_watermark"].tolist()
     assert steps["output_watermark"].notna().any() and steps["output_watermark"].iloc[-1].year == 2262
     assert (steps["output_watermark"].dropna() <= steps.loc[steps["output_watermark"].notna(), "low_watermark"]).all()
+
+
+def test_the_join_on_the_executors_row_clock_equals_the_drivers(spark, tmp_path, monkeypatch):
+    # Both sources with an arrival clock: after the first step (numeric event times: the time_unit check
+    # reads them on the driver) the executors keep W(r) and arrival order; every output and count equals
+    # the same run on the driver's clock, where the planner assigns the join no window.
+    s = load_join(SCENARIOS / "windows_after_join.yaml")
+    cuts = s.cuts[2]  # four micro-batches: three on the executors' clock
+    steps: list[int] = []
+    inner = ExecutorClock.step
+    monkeypatch.setattr(ExecutorClock, "step", lambda self, *a, **kw: steps.append(1) or inner(self, *a, **kw))
+    got, summary = run_spark(spark, s, cuts, workdir=tmp_path / "executors")
+    assert len(steps) >= 2
+    assert not compare(got, expected(s), s)
+    monkeypatch.setenv("LOWWATER_ROW_CLOCK", "driver")
+    n = len(steps)
+    want, want_summary = run_spark(spark, s, cuts, workdir=tmp_path / "driver")
+    assert len(steps) == n
+    assert got == want
+    assert summary == want_summary
+
+    def metrics(run: str) -> list[dict]:
+        return pd.read_parquet(tmp_path / run / "out" / "join_metrics").sort_values("step").to_dict("records")
+
+    assert metrics("executors") == metrics("driver")
 
 
 def test_a_partner_too_late_goes_to_the_side_output_across_a_restart(spark, tmp_path):

@@ -23,8 +23,8 @@ each left row joins the right row of its key valid at its event time
     type = "left_outer"  # inner: a payment with no rate yet is counted unmatched
     columns = { left = ["payment_id", "amount"], right = ["rate"] }
 
-A join pipeline alone carries :data:`JOIN_WINDOW`, a placeholder whose
-``type`` selects the join operator; with a ``[window]`` the window runs over
+A join pipeline alone carries :data:`JOIN_WINDOW`, whose ``type`` names the
+join operator and which nothing judges with; with a ``[window]`` the window runs over
 the joined rows (``config/join_window.py``, ``window`` below).
 """
 
@@ -45,8 +45,9 @@ JOIN_TYPES = tuple(t.value for t in JoinType)
 # Output columns of joined/ that a chosen column may not be named after.
 JOIN_RESERVED = frozenset({"left_event_time", "right_event_time", "watermark", "batch_id"})
 
-# What a join pipeline carries as its window: no key, no aggregate, one window that never closes,
-# so the planner's window verdicts are all "on time" and the join operator (registered as "join") judges.
+# What a join pipeline carries as its window: only its type is read (it names the operator registered as
+# "join"). Nothing judges with it: the join judges its rows from W(r) and the planner assigns it no window
+# (the operator's `window_verdicts`); its fields are what join checkpoints' fingerprints record.
 JOIN_WINDOW = WindowConfig(
     type="join", size_us=2**61, slide_us=None, offset_us=0, allowed_lateness_us=0, key=(), aggregations=(),
 )

@@ -146,3 +146,23 @@ class SessionWindows:
     def assign(self, event_us: np.ndarray) -> Assignment:
         ev = np.asarray(event_us, dtype=np.int64)
         return Assignment(np.arange(len(ev), dtype=np.int64), ev, ev + self.gap_us)
+
+
+@dataclass(frozen=True)
+class NoWindows:
+    """No window at all: for an operator that judges its rows itself from ``W(r)`` (the join).
+
+    A row then has no (row, window) pair, so its row verdict is on time: the
+    planner gives such an operator ``W(r)`` and arrival order only.
+
+    >>> len(NoWindows().assign(np.array([5, 7])).row)
+    0
+    """
+
+    @property
+    def windows_per_row(self) -> int:
+        return 0
+
+    def assign(self, event_us: np.ndarray) -> Assignment:
+        none = np.zeros(0, dtype=np.int64)
+        return Assignment(none, none, none)

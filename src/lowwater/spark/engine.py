@@ -198,11 +198,13 @@ class Engine:
         self.outputs = ParquetOutputs(spark, cfg.output.path)
         # [output] kind's sink beside the Parquet output (io/sink.register_sink: postgres, delta, ...).
         self.sinks = Sinks(spark, [self.outputs, *output_sinks(cfg, spark, self.lw_dir)])
-        self.planner = StepPlanner(cfg, unit, lambda: self.clock())
         # The operator its window type names (spark/operators/registry.py); the engine never asks which.
         self.operator: WindowOperator = build_operator(OperatorContext(
             cfg, spark, f"{self.lw_dir}/state", self.sinks, self.schema, lambda: self.clock(),
         ))
+        # The driver's clock judges windows only for an operator that takes its verdicts (not the join).
+        windows = getattr(self.operator, "window_verdicts", True)
+        self.planner = StepPlanner(cfg, unit, lambda: self.clock(), windows=windows)
         # Where W(r) is computed (ADR 0032): on the executors where the pipeline and the operator allow, else
         # on the driver.
         forced = os.environ.get("LOWWATER_ROW_CLOCK", "").strip().lower() == "driver"

@@ -21,6 +21,7 @@ from lowwater.core.frontier import LANE_SEP, ArrivalFrontier, FrontierState, lan
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import PartitionCodes, WatermarkTracker
+from lowwater.core.windows import NoWindows
 from lowwater.io.parse import check_time_unit
 from lowwater.spark.state import Manifest
 from lowwater.spark.step import StepPlan
@@ -63,11 +64,15 @@ class StepPlanner:
     ``unit_matters``: the event-time column is numeric, so the first step of a
     checkpoint checks that its values fit the configured ``time_unit``.
     ``clock`` is the processing-time clock (µs) the early trigger is evaluated at.
+    ``windows``: the operator takes the planner's window verdicts (else it judges its rows from ``W(r)``
+    itself, as the join does: no window is assigned, the plan gives ``W(r)`` and arrival order).
     """
 
-    def __init__(self, cfg: PipelineConfig, unit_matters: dict[str, bool], clock: Callable[[], int]) -> None:
+    def __init__(
+        self, cfg: PipelineConfig, unit_matters: dict[str, bool], clock: Callable[[], int], windows: bool = True,
+    ) -> None:
         self.cfg = cfg
-        self.assigner = cfg.window.assigner()
+        self.assigner = cfg.window.assigner() if windows else NoWindows()
         self.unit_matters = unit_matters  # per source: its event-time column is numeric (time_unit applies)
         self.clock = clock
         self.markers = any(s.marker for s in cfg.sources)

@@ -63,7 +63,7 @@ _SUMMARY = T.StructType([T.StructField("summary", T.BinaryType()), T.StructField
 def unavailable(cfg: PipelineConfig) -> str | None:
     """Why this pipeline's input keeps the driver's clock, or None when the executors can keep it.
 
-    An operator may need the driver's clock too (its ``driver_clock_only``: the interval join).
+    An operator may need the driver's clock too (its ``driver_clock_only``; none of the built-in ones does).
     """
     if not all(s.arrival_time for s in cfg.sources):
         return "without an arrival clock arrival order is the files' order across partitions"
@@ -299,12 +299,11 @@ class ExecutorClock:
         """
         assert self.frontier is not None and self.lane is not None
         new = ~F.col(CARRIED) if CARRIED in laid.columns else F.lit(True)
-        rows = laid.filter(F.col("_dead").isNull()).groupBy(self.lane.alias("lane")).agg(
-            F.min(F.when(new, F.col("_arrival_us"))).alias("lo"), F.max(F.when(new, F.col("_arrival_us"))).alias("hi"),
-            F.count(F.lit(1)).alias("n"),
-            F.min(F.concat_ws(LANE_SEP, F.col("_source"), F.col("_part")) if self.several
-                  else F.col("_psort").cast("string")).alias("part"),
-        ).collect()
+        rows = _lanes(laid.filter(F.col("_dead").isNull()).select(
+            self.lane.alias("lane"), F.when(new, F.col("_arrival_us")).alias("a"),
+            (F.concat_ws(LANE_SEP, F.col("_source"), F.col("_part")) if self.several
+             else F.col("_psort").cast("string")).alias("part"),
+        ).mapInArrow(_lane_rows, _LANES).collect())
         state = FrontierState.from_json(prev_frontier)
         fresh = [r for r in rows if r["lo"] is not None]
         lanes = np.array([r["lane"] for r in fresh], dtype=object)
@@ -316,6 +315,55 @@ class ExecutorClock:
         bounds = self.frontier.bounds(state, logs, sorted(r["lane"] for r in rows))
         return _Hold(state.to_json(), bounds, regression, sum(int(r["n"]) for r in rows),
                      {r["part"]: r["lane"] for r in rows})
+
+
+_LANES = T.StructType([T.StructField("lane", T.StringType()), T.StructField("lo", T.LongType()),
+                       T.StructField("hi", T.LongType()), T.StructField("n", T.LongType()),
+                       T.StructField("part", T.StringType())])
+
+
+def _lane_rows(batches: Batches) -> Batches:
+    """Per lane of a task's rows: earliest and latest new arrival (``a``), rows, least input (a ``mapInArrow``).
+
+    Aggregated in the pass that lays the rows out: no shuffle, no job of its own beside it.
+    """
+    got = [b for b in batches if b.num_rows]
+    if not got:
+        return
+    t = pa.Table.from_batches(got)
+    t = t.append_column("one", pa.array(np.ones(t.num_rows, dtype=np.int64)))
+    g = t.group_by("lane", use_threads=False).aggregate([("a", "min"), ("a", "max"), ("one", "sum"), ("part", "min")])
+    yield pa.RecordBatch.from_arrays(
+        [g.column(c).combine_chunks() for c in ("lane", "a_min", "a_max", "one_sum", "part_min")],
+        schema=pa.schema([("lane", pa.string()), ("lo", pa.int64()), ("hi", pa.int64()), ("n", pa.int64()),
+                          ("part", pa.string())]))
+
+
+@dataclass(frozen=True)
+class _Lane:
+    lane: str
+    lo: int | None
+    hi: int | None
+    n: int
+    part: str
+
+    def __getitem__(self, key: str) -> object:
+        return getattr(self, key)
+
+
+def _lanes(rows: list) -> list[_Lane]:
+    """The tasks' per-lane rows merged: one per lane (min, max, sum, min), in lane order."""
+    out: dict[str, _Lane] = {}
+    for r in rows:
+        had = out.get(r["lane"])
+        if had is None:
+            out[r["lane"]] = _Lane(r["lane"], r["lo"], r["hi"], int(r["n"]), r["part"])
+            continue
+        lo = [v for v in (had.lo, r["lo"]) if v is not None]
+        hi = [v for v in (had.hi, r["hi"]) if v is not None]
+        out[r["lane"]] = _Lane(had.lane, min(lo, default=None), max(hi, default=None), had.n + int(r["n"]),
+                               min(had.part, r["part"]))
+    return [out[k] for k in sorted(out)]
 
 
 def _input_of(s: PartitionSummary, several: bool) -> str:

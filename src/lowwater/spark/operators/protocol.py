@@ -52,6 +52,8 @@ class WindowOperator(Protocol):
     store: BucketStateStore  # the operator's versioned state; the engine commits manifests through it
     # Why the executors' row clock cannot serve this operator (it then runs on the driver's), or None.
     driver_clock_only: str | None
+    # An operator may set ``window_verdicts = False`` (the join): it judges its rows from W(r) itself, so the
+    # driver's clock assigns no window (spark/planner.py); absent, the planner's window verdicts serve it.
 
     def state_schema(self) -> StructType:
         """The columns of a state row (one bucket file's schema)."""

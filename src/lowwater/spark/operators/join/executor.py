@@ -1,8 +1,8 @@
 """The executor side of the interval join: one keyed pass running the core state machine per key bucket.
 
 The step's judged rows (side, keys, chosen columns, event and arrival µs, row
-id, and the row clock's ``_w`` = ``W(r)`` and ``_seq`` = arrival sequence
-number) are unioned with the buffered rows of the state buckets the step
+id, and the row clock's ``_w`` = ``W(r)`` and ``_seq``, ``_seq_minor``: its
+arrival key, with the step, :data:`ORDER`) are unioned with the buffered rows of the state buckets the step
 reads, hash-partitioned by key bucket, and each task runs
 :class:`~lowwater.core.join.IntervalJoin` over its partition (``mapInArrow``:
 one Python call per task): the buffered rows are loaded in arrival order with
@@ -47,15 +47,21 @@ EMITTED = "_c_emitted"  # joined rows (pairs, unmatched left rows) the pass emit
 META = ("_m_min_free", "_m_max_free", "_m_min_event", "_m_open_left", "_m_open_right",
         "_m_pending_left", "_m_pending_right")
 # A joined row's times, and its place in arrival order (``core/join_windows.joined_arrival``: its later row's
-# ``seq``, then its earlier row's), which the windows after the join order by-time ties with.
+# ``seq``, then its earlier row's), which the windows after the join order by-time ties with (global with the
+# driver's clock, which such windows keep: ``join/windows.py``).
 JOINED_TIMES = ("_j_left_us", "_j_right_us", "_j_w_us", "_j_later_seq", "_j_earlier_seq")
+# A buffered row's arrival key, valid across steps and for either row clock: (the step that judged it, the
+# clock's ``_seq``, ``_seq_minor``), compared as a tuple. The driver's clock gives (its global sequence, 0),
+# the executors' (arrival, rank << 40 | position). State written before the key had three parts has only
+# ``seq`` (the driver's global sequence): its rows read as step -1, minor 0, before every newer row.
+ORDER = ("seq", "seq_minor", "seq_step")
 
 
 def state_columns(join: JoinConfig, types: dict[str, T.DataType]) -> list[tuple[str, T.DataType]]:
     """Buffered rows: side, keys, event time, arrival sequence, matched, then each side's chosen columns."""
     cols: list[tuple[str, T.DataType]] = [("side", T.StringType())]
     cols += [(f"k_{c}", types[c]) for c in join.on]
-    cols += [("event_us", T.LongType()), ("seq", T.LongType()), ("matched", T.BooleanType())]
+    cols += [("event_us", T.LongType()), *[(c, T.LongType()) for c in ORDER], ("matched", T.BooleanType())]
     for side, chosen in ((Side.LEFT, join.left_columns), (Side.RIGHT, join.right_columns)):
         cols += [(f"{side.value}_{c}", types[c]) for c in chosen]
     return cols
@@ -83,8 +89,10 @@ def make_join_pass(
 
     Input rows: the state layout (:func:`state_columns`) and ``_bucket``,
     ``_role`` (0 buffered, 1 new), and for new rows ``_rid``, ``_w``,
-    ``_arrival_us``, ``_skew_us`` (``seq`` holds their ``_seq``, ``event_us``
-    the unclipped event time).
+    ``_arrival_us``, ``_skew_us`` (``seq``, ``seq_minor`` hold their ``_seq``,
+    ``_seq_minor``, ``seq_step`` the step; ``event_us`` the unclipped event time).
+    The core is handed each row's rank in the task by its arrival key
+    (:data:`ORDER`): keys never interact, so only the order within a key matters.
     """
     on = list(join.on)
     bounds, jtype = join.bounds, join.type
@@ -123,7 +131,7 @@ def make_join_pass(
 
     def keyed_pass(t: pa.Table) -> Iterator[pa.RecordBatch]:
         role = t.column("_role").to_numpy(zero_copy_only=False)
-        seq = t.column("seq").to_numpy(zero_copy_only=False).astype(np.int64)
+        seq = arrival_rank(t)
         new = np.flatnonzero(role == 1)
         event = events(t, new)
         left = (t.column("side").to_numpy(zero_copy_only=False) == Side.LEFT.value)
@@ -159,7 +167,7 @@ def make_join_pass(
         flags = np.concatenate([np.array([m for _, m in kept], dtype=bool),
                                 matched[still].astype(bool) if len(still) else np.zeros(0, dtype=bool)])
         stored = np.concatenate([np.array([r.event_us for r, _ in kept], dtype=np.int64), event[still]])
-        yield from buffered_rows(t, pos, stored, flags)
+        yield from buffered_rows(t, pos, stored, flags, seq[pos])
         counts = {f"_c_{s.value}_{f}": longs([v - getattr(before[s], f)])
                   for s, c in ij.counts().items() for f, v in c.as_dict().items()}
         counts[NEW_ROWS] = longs([len(new)])
@@ -180,22 +188,26 @@ def make_join_pass(
         cols["_j_left_us"] = longs([e.left.event_us for e in emitted])
         cols["_j_right_us"] = longs([None if e.right is None else e.right.event_us for e in emitted])
         cols["_j_w_us"] = longs([e.watermark_us for e in emitted])
-        arrival = [joined_arrival(e) for e in emitted]
-        cols["_j_later_seq"] = longs([a for a, _ in arrival])
-        cols["_j_earlier_seq"] = longs([b for _, b in arrival])
+        # The core's ``seq`` here is a row's rank in the task; (later, earlier) by rank name two rows, whose
+        # clock ``seq`` is what the windows read (global with the driver's clock).
+        rank, (_, seq, _) = arrival_rank(t), order_parts(t)
+        at = np.empty(len(rank), dtype=np.int64)
+        at[rank] = np.arange(len(rank), dtype=np.int64)
+        pairs = np.array([joined_arrival(e) for e in emitted], dtype=np.int64).reshape(-1, 2)
+        cols["_j_later_seq"], cols["_j_earlier_seq"] = longs(seq[at[pairs[:, 0]]]), longs(seq[at[pairs[:, 1]]])
         return shaped(cols, len(emitted), "J")
 
-    def buffered_rows(t: pa.Table, pos: np.ndarray, event: np.ndarray, flags: np.ndarray,
+    def buffered_rows(t: pa.Table, pos: np.ndarray, event: np.ndarray, flags: np.ndarray, rank: np.ndarray,
                       ) -> Iterator[pa.RecordBatch]:
         """The new state (``S``: rows at ``pos`` of ``t``) and one summary per bucket still holding rows (``B``)."""
         if not len(pos):
             return
         at = pa.array(pos, pa.int64())
-        cols = {c: t.column(c).take(at) for c in [*payload, "side", "_bucket", "seq"]}
+        cols = {c: t.column(c).take(at) for c in [*payload, "side", "_bucket", *ORDER] if c in t.column_names}
         is_left = t.column("side").take(at).to_numpy(zero_copy_only=False) == Side.LEFT.value
         cols.update(event_us=longs(event), matched=pa.array(flags))
         yield shaped(cols, len(pos), "S")
-        free = _free_bounds(bounds, temporal, t.take(at), on, is_left, event, t.column("seq").take(at).to_numpy())
+        free = _free_bounds(bounds, temporal, t.take(at), on, is_left, event, rank)
         # The held output watermark's part: a temporal join's kept versions emit nothing (its rows carry
         # their left row's time), so only its waiting left rows hold it.
         held = np.where(is_left, event, POS_INF) if temporal else event
@@ -213,6 +225,24 @@ def make_join_pass(
         yield shaped(meta, summary.num_rows, "B")
 
     return run
+
+
+def order_parts(t: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's arrival key (:data:`ORDER`) as (step, ``seq``, minor); state of the old layout: step -1, minor 0."""
+    def part(name: str, missing: int) -> np.ndarray:
+        if name not in t.column_names:
+            return np.full(t.num_rows, missing, dtype=np.int64)
+        return pc.fill_null(t.column(name), missing).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    return part("seq_step", -1), part("seq", 0), part("seq_minor", 0)
+
+
+def arrival_rank(t: pa.Table) -> np.ndarray:
+    """Each row's rank in ``t`` by its arrival key (:data:`ORDER`: step, ``seq``, minor), 0-based, unique."""
+    step, seq, minor = order_parts(t)
+    rank = np.empty(len(seq), dtype=np.int64)
+    rank[np.lexsort((minor, seq, step))] = np.arange(len(seq), dtype=np.int64)
+    return rank
 
 
 def _to_load(

@@ -1,9 +1,10 @@
 """What the interval join's keyed pass reads: the step's rows with their row clock, the state, by key bucket.
 
 The step's judged rows come with their row clock as columns (``spark/clocked.py``:
-``_w`` = ``W(r)``, ``_seq`` = the global arrival sequence number, from the
-driver's clock: the join's state keeps ``seq`` across steps, so the join
-stays on the driver's clock until the executors' gives a global sequence).
+``_w`` = ``W(r)``, ``_seq`` and ``_seq_minor`` their arrival order within the
+step), from either row clock; the state keeps each row's arrival key with the
+step that judged it (``executor.ORDER``), which orders rows across steps
+without a global sequence number.
 
 Rows and buffered rows are put in one layout (``executor.state_columns``)
 with their key bucket, ``pmod(hash(keys), BUCKETS)``: Spark's Murmur3 of the
@@ -37,7 +38,7 @@ def bucket_of(frame: DataFrame, names: list[str]) -> Column:
 
 
 def join_columns(join: JoinConfig, clip: bool) -> list[str]:
-    """The columns of the step's rows the join reads (the row clock adds ``_w`` and ``_seq``)."""
+    """The columns of the step's rows the join reads (the row clock adds ``_w``, ``_seq``, ``_seq_minor``)."""
     chosen = list(dict.fromkeys([*join.on, *join.left_columns, *join.right_columns]))
     cols = ["_rid", "_source", "_event_us", *chosen]
     if clip:
@@ -45,12 +46,13 @@ def join_columns(join: JoinConfig, clip: bool) -> list[str]:
     return list(dict.fromkeys(cols))
 
 
-def new_rows(clocked: DataFrame, join: JoinConfig) -> DataFrame:
+def new_rows(clocked: DataFrame, join: JoinConfig, step: int) -> DataFrame:
     """The step's clocked rows in the state layout, with ``_role = 1``, the clock columns and the bucket."""
     left = F.col("_source") == F.lit(join.left)
     cols = [F.when(left, F.lit("left")).otherwise(F.lit("right")).alias("side")]
     cols += [F.col(c).alias(f"k_{c}") for c in join.on]
     cols += [F.col("_event_us").alias("event_us"), F.col("_seq").alias("seq"),
+             F.col("_seq_minor").alias("seq_minor"), F.lit(step).cast("long").alias("seq_step"),
              F.lit(None).cast("boolean").alias("matched")]
     cols += [F.when(left, F.col(c)).alias(f"left_{c}") for c in join.left_columns]
     cols += [F.when(~left, F.col(c)).alias(f"right_{c}") for c in join.right_columns]

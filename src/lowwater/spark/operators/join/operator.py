@@ -1,11 +1,13 @@
 """The interval join on Spark (``[join]``): the core state machine run per key bucket on the executors.
 
-A step carries out the driver's :class:`~lowwater.spark.step.StepPlan` (which
+A step carries out a :class:`~lowwater.spark.step.StepPlan` (whose row clock
 gives every judged row its ``W(r)`` from the tracker over both sources, the
-join's watermark of SEMANTICS.md §9) without any per-row work on the driver:
+join's watermark of SEMANTICS.md §9: the executors' clock where the pipeline
+allows, ``spark/row_clock.py``, else the driver's) without any per-row work on
+the driver:
 
 1. **rows**: the judged rows' join columns, their row clock attached as
-   columns (``input.py``: ``_w``, ``_seq``) and their key bucket;
+   columns (``input.py``: ``_w``, ``_seq``, ``_seq_minor``) and their key bucket;
 2. **buckets**: the state is Parquet buckets by key hash in the versioned
    store, with a summary per bucket beside the counts (``join/m<step>.json``:
    the bounds ``W`` must pass to free its rows, its earliest event time, open
@@ -15,7 +17,9 @@ join's watermark of SEMANTICS.md §9) without any per-row work on the driver:
    from it; the others keep their version;
 3. **keyed pass** (``executor.py``): rows and read state shuffled by
    bucket, the core join run per task; pairs, unmatched left rows, too-late
-   row ids, the new state, per-bucket summaries and count deltas come back;
+   row ids, the new state, per-bucket summaries and count deltas come back,
+   persisted; the state write runs it and observes the summaries and counts
+   (``observed.py``: no job of their own);
 4. **write** through the sinks: ``joined``, ``late`` (too-late rows whole,
    joined back to the micro-batch by row id, ``reason = too_late_for_join``),
    ``join_metrics`` (the held output watermark: ``min(W, earliest buffered event
@@ -23,7 +27,7 @@ join's watermark of SEMANTICS.md §9) without any per-row work on the driver:
    ``step`` of the buckets written; the engine's manifest names the versions,
    so a crash or a replayed batch restarts from the same state (§8).
 
-The driver collects only the per-task count rows and per-bucket summaries.
+The driver learns only the summed count deltas and per-bucket summaries.
 The join's semantics live in ``core/join.py`` (ADR 0031).
 """
 
@@ -33,7 +37,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial, reduce
 
 import pyarrow as pa
@@ -49,15 +52,12 @@ from lowwater.core.temporal_join import JoinKind
 from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.operators.join.executor import (
-    COUNT_FIELDS,
-    EMITTED,
-    META,
-    NEW_ROWS,
     make_join_pass,
     out_schema,
     state_columns,
 )
 from lowwater.spark.operators.join.input import BUCKETS, join_columns, new_rows, state_rows
+from lowwater.spark.operators.join.observed import BucketSummary, Pass, observed_pass, read_observed
 from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
 from lowwater.spark.operators.windowed.fold import StateLayout
@@ -93,34 +93,11 @@ JOIN_METRICS_ARROW = pa.schema([
 ])
 
 
-@dataclass(frozen=True)
-class BucketSummary:
-    """One state bucket as the driver knows it without reading it (``executor.META``)."""
-
-    min_free: int  # W > this frees at least one of its rows
-    max_free: int  # W > this frees all of them
-    min_event: int  # its earliest event time: the held output watermark's part
-    open_left: int
-    open_right: int
-    pending_left: int  # unmatched rows, still buffered
-    pending_right: int
-
-
-@dataclass
-class _Pass:
-    """What a step's keyed pass (if any) left: its persisted output and the collected deltas."""
-
-    out: DataFrame | None = None
-    summaries: dict[int, BucketSummary] = field(default_factory=dict)
-    deltas: dict[Side, dict[str, int]] = field(default_factory=dict)
-    new_rows: int = 0
-    emitted: int = 0
-
-
 class JoinOperator:
     """``[join]``: an interval join of two sources (the operator ``join``, ``config/join.JOIN_WINDOW``)."""
 
-    driver_clock_only: str | None = "the interval join runs on the driver"  # it reads plan.lookup
+    driver_clock_only: str | None = None  # either row clock serves it: it reads only the clock's columns
+    window_verdicts = False  # it judges its rows from W(r): the driver's clock assigns no window (planner.py)
 
     def __init__(self, ctx: OperatorContext, layout: StateLayout) -> None:
         assert ctx.cfg.join is not None
@@ -133,7 +110,7 @@ class JoinOperator:
         self.clip = clipping(ctx.cfg)[0]
         self.out_schema = out_schema(self.join, self.types)
         self._prepared = False
-        self.last: tuple[_Pass, int] | None = None  # the last step's pass and held output W (join/windows.py)
+        self.last: tuple[Pass, int] | None = None  # the last step's pass and held output W (join/windows.py)
 
     # -- layouts ---------------------------------------------------------------------
 
@@ -148,8 +125,8 @@ class JoinOperator:
         return window_results(self.spark, self.layout)
 
     def row_columns(self) -> list[str] | None:
-        """Every column: the join runs on the driver's clock, which lays out no columns."""
-        return None
+        """What the keyed pass reads of a row (the late and dead-letter rows are re-read whole by row id)."""
+        return join_columns(self.join, self.clip)
 
     def joined_schema(self) -> T.StructType:
         """joined/: the keys, the left side's chosen columns, the right side's, both event times, the watermark."""
@@ -224,8 +201,8 @@ class JoinOperator:
 
     def _keyed_pass(
         self, rows: DataFrame | None, prev: Manifest, read: set[int], watermark_us: int, cache: list[DataFrame],
-    ) -> _Pass:
-        """The executors' pass over the step's rows and the read buckets; its small outputs collected."""
+    ) -> Pass:
+        """The executors' pass over the step's rows and the read buckets, persisted (nothing runs yet)."""
         parts = []
         state = self.store.read(prev, read) if read else None
         if state is not None:
@@ -233,7 +210,7 @@ class JoinOperator:
         if rows is not None:
             parts.append(rows)
         if not parts:
-            return _Pass()
+            return Pass()
         union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         for c in ("_rid", "_w", "_arrival_us", PER_ROW):
             if c not in union.columns:
@@ -241,25 +218,14 @@ class JoinOperator:
         fn = make_join_pass(self.join, self.out_schema, watermark_us, self.clip, clipping(self.cfg)[1])
         out = union.repartition("_bucket").mapInArrow(fn, self.out_schema).persist()
         cache.append(out)
-        got = _Pass(out=out)
-        for r in out.filter(F.col("_out").isin("B", "C")).collect():
-            if r["_out"] == "B":
-                got.summaries[int(r["_bucket"])] = BucketSummary(*(int(r[c]) for c in META))
-                continue
-            for side in Side:
-                d = got.deltas.setdefault(side, dict.fromkeys(COUNT_FIELDS, 0))
-                for f in COUNT_FIELDS:
-                    d[f] += int(r[f"_c_{side.value}_{f}"])
-            got.new_rows += int(r[NEW_ROWS])
-            got.emitted += int(r[EMITTED])
-        return got
+        return Pass(out=out)
 
     # -- a step and the drain ----------------------------------------------------------------
 
     def _advance(
         self, prev: Manifest, step: int, watermark_us: int, rows: DataFrame | None, n_rows: int,
         dead: dict[Side, int], cache: list[DataFrame], late_rows: Callable[[DataFrame], DataFrame] | None,
-    ) -> tuple[_Pass, dict[int, Bucket], int]:
+    ) -> tuple[Pass, dict[int, Bucket], int]:
         """One step (or the drain): read, pass, write; (the pass, the manifest's buckets, the held output W)."""
         t0 = time.monotonic()
         counts, summaries = self._load(prev)
@@ -270,6 +236,7 @@ class JoinOperator:
         t1 = time.monotonic()
         read, dropped = self._plan_buckets(prev, summaries, touched, watermark_us, counts)
         got = self._keyed_pass(rows, prev, read, watermark_us, cache)
+        written = self._write_state(step, got)  # runs the pass; its counts and summaries come with the write
         t2 = time.monotonic()
         for side, n in dead.items():
             counts[side].rows += n
@@ -281,14 +248,16 @@ class JoinOperator:
         kept.update(got.summaries)
         self._check(counts, kept)
         buckets = {b: prev.buckets[b] for b in kept if b not in got.summaries}
-        buckets.update(self._write(step, got, late_rows))
+        buckets.update(written)
+        self._write_outputs(step, got, late_rows)
         missing = set(got.summaries) - set(buckets)
         if missing:
             msg = f"join: state buckets {sorted(missing)} were summarised but not written"
             raise RuntimeError(msg)
         self._save(step, counts, kept)
         t3 = time.monotonic()
-        log.debug("step %d join: buckets touched %.2fs (%s), %d read, %d dropped, keyed pass %.2fs, writes %.2fs",
+        log.debug("step %d join: buckets touched %.2fs (%s), %d read, %d dropped, pass and state %.2fs, "
+                  "joined and late %.2fs",
                   step, t1 - t0, "all" if touched is None else len(touched), len(read), len(dropped), t2 - t1, t3 - t2)
         held = min([watermark_us, *(s.min_event for s in kept.values())])
         metrics = {
@@ -315,10 +284,18 @@ class JoinOperator:
                 msg = f"join: {held} unmatched rows buffered on the {side} side, counted {c.pending}"
                 raise AssertionError(msg)
 
-    def _write(
-        self, step: int, got: _Pass, late_rows: Callable[[DataFrame], DataFrame] | None,
-    ) -> dict[int, Bucket]:
-        """joined/, late/ and the new state buckets, side by side from the pass's persisted output."""
+    def _write_state(self, step: int, got: Pass) -> dict[int, Bucket]:
+        """The new state buckets: the first job over the pass's persisted output, observing its small outputs."""
+        if got.out is None:
+            return {}
+        observed, obs = observed_pass(got.out, step)
+        rows = observed.filter(F.col("_out") == "S").select(*self._state_names(), "_bucket")
+        written = self.store.write(step, rows)
+        read_observed(got, obs)
+        return {b: Bucket(version=step, fired=False, rows=n, bytes=size) for b, (n, size) in written.items()}
+
+    def _write_outputs(self, step: int, got: Pass, late_rows: Callable[[DataFrame], DataFrame] | None) -> None:
+        """joined/ and late/, side by side from the pass's persisted output."""
         self._prepare()
         out = got.out
 
@@ -333,20 +310,13 @@ class JoinOperator:
                 )
             self.sinks.write_or_clear("joined", step, frame)
 
-        def state() -> dict[int, Bucket]:
-            if out is None or not got.summaries:
-                return {}
-            rows = out.filter(F.col("_out") == "S").select(*self._state_names(), "_bucket")
-            return {b: Bucket(version=step, fired=False, rows=n, bytes=size)
-                    for b, (n, size) in self.store.write(step, rows).items()}
-
         def late() -> None:
             frame = None
             if out is not None and late_rows is not None and any(d["too_late"] for d in got.deltas.values()):
                 frame = late_rows(out.filter(F.col("_out") == "T").select("_rid", "_w"))
             self.sinks.write_or_clear("late", step, frame)
 
-        return side_by_side(state, joined, late)[0]
+        side_by_side(joined, late)
 
     def step(
         self, parsed: DataFrame, plan: StepPlan, prev: Manifest, step: int, cache: list[DataFrame],
@@ -354,8 +324,8 @@ class JoinOperator:
         n_valid = plan.data_rows
         rows = None
         if n_valid:
-            assert plan.rows is not None  # the driver's clock: `_seq` is the global sequence the state keeps
-            rows = new_rows(plan.rows.frame_with_clock(join_columns(self.join, self.clip)), self.join)
+            assert plan.rows is not None
+            rows = new_rows(plan.rows.frame_with_clock(join_columns(self.join, self.clip)), self.join, step)
             if n_valid <= SPREAD * BUCKETS:  # read twice: which buckets they touch, then the pass
                 rows = rows.persist()
                 cache.append(rows)
@@ -368,7 +338,7 @@ class JoinOperator:
         late_rows = partial(self._late_frame, parsed) if self.cfg.late_policy == LatePolicy.SIDE_OUTPUT else None
         got, buckets, held = self._advance(prev, step, plan.watermark, rows, n_valid, dead, cache, late_rows)
         if got.new_rows != n_valid:
-            msg = f"step {step}: the join judged {got.new_rows} rows, the driver's plan has {n_valid}"
+            msg = f"step {step}: the join judged {got.new_rows} rows, the row clock gave {n_valid}"
             raise RuntimeError(msg)
         too_late = sum(d.get("too_late", 0) for d in got.deltas.values())
         accounting = Accounting(rows=n_valid + plan.dead, on_time=n_valid - too_late, too_late=too_late,

@@ -39,6 +39,7 @@ from lowwater.spark.operators.windowed.fold import StateLayout, step_windows
 from lowwater.spark.operators.windowed.operator import _emission_counts, _judged
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
+from lowwater.core.aggregates import BY_TIME_FUNCS
 from lowwater.time import NEG_INF, output_us
 
 VERDICTS = ("on_time", "late_updates", "too_late")  # the joined rows' window pairs, by verdict
@@ -55,10 +56,15 @@ class JoinWindowOperator:
         self.join = JoinOperator(ctx, layout)
         self.store = self.join.store  # the engine's manifest: the join's buckets
         self.windows = BucketStateStore(ctx.spark, f"{ctx.state_dir.rstrip('/')}/windows", layout.schema())
+        # A tie of event time in first/last by time or collect_list is broken by the joined row's (later row's,
+        # earlier row's) arrival: two global sequence numbers, which only the driver's clock gives (the
+        # executors' arrival keys are three numbers each, more than a by-time input's arrival order holds).
+        tied = [a.name for a in self.window.aggregations if a.func in (*BY_TIME_FUNCS, "collect_list")]
+        self.driver_clock_only = (f"window aggregations {', '.join(tied)} after a join order ties by the joined "
+                                  "rows' global arrival sequence" if tied else None)
 
-    @property
-    def driver_clock_only(self) -> str | None:
-        return self.join.driver_clock_only
+    driver_clock_only: str | None  # either row clock serves it, unless a tie-ordered aggregate follows the join
+    window_verdicts = False  # the join judges its inputs; the window judges joined rows at the join's hold
 
     def state_schema(self) -> T.StructType:
         return self.join.state_schema()
@@ -105,7 +111,8 @@ class JoinWindowOperator:
             F.greatest("_j_left_us", F.coalesce("_j_right_us", "_j_left_us")).alias("_event_us"),
             F.lit(hold_before).cast("long").alias("_w"),
             # Its arrival order (``core/join_windows.joined_arrival``): a by-time input's (step, _seq,
-            # _seq_minor) is (0, later row's seq, earlier row's seq), the same for any cut.
+            # _seq_minor) is (0, later row's seq, earlier row's seq), the same for any cut (read by the
+            # tie-ordered aggregates only, which keep the driver's clock: its seq is global).
             F.col("_j_later_seq").alias("_seq"),
             F.col("_j_earlier_seq").alias("_seq_minor"),
         )
