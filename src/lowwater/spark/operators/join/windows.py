@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lowwater.core.aggregates import BY_TIME_FUNCS
 from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.operators.join.operator import JoinOperator
 from lowwater.spark.operators.protocol import OperatorContext
@@ -39,7 +40,6 @@ from lowwater.spark.operators.windowed.fold import StateLayout, step_windows
 from lowwater.spark.operators.windowed.operator import _emission_counts, _judged
 from lowwater.spark.state import Bucket, BucketStateStore, Manifest
 from lowwater.spark.step import OperatorResult, StepPlan
-from lowwater.core.aggregates import BY_TIME_FUNCS
 from lowwater.time import NEG_INF, output_us
 
 VERDICTS = ("on_time", "late_updates", "too_late")  # the joined rows' window pairs, by verdict
