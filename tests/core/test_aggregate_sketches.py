@@ -101,12 +101,13 @@ def quantiles(p: list) -> dict[str, object]:
 
 
 def ranked(vs: list, p: float) -> float | None:
-    """The quantile of a small set (KLL keeps every value up to k), as DataSketches' default (exclusive) search
-    gives it: the first value with more than a fraction p of the values at or below it (the largest for p = 1)."""
+    """The quantile of a small set (KLL keeps every value up to k) by the inclusive search of Spark's
+    ``kll_sketch_get_quantile_double``: the first value with at least a fraction p of the values at or below it
+    (the smallest for p = 0)."""
     xs = sorted(float(v) for v in vs if v is not None)
     if not xs:
         return None
-    return next((x for i, x in enumerate(xs, 1) if i / len(xs) > p), xs[-1])
+    return next(x for i, x in enumerate(xs, 1) if i / len(xs) >= p)
 
 
 def test_the_percentile_grammar():

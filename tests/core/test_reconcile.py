@@ -198,7 +198,8 @@ def test_a_merge_of_cuts_is_within_the_sketch_error_of_one_sketch_and_an_edit_is
     assert not within_sketch_error("approx_percentile", 3.0, 4.0, 150, (1.0, 9.0))  # up to 200 values: exact
 
 
-def test_reconcile_of_sessions_with_a_kept_aggregate_is_one_line():
+def test_reconcile_of_sessions_with_a_kept_aggregate_is_supported_and_drop_is_still_one_line():
+    """ADR 0039: sessions reconcile distinct counts, by-time values and sketches; ``drop`` sessions do not."""
     from dataclasses import replace
 
     from lowwater.config import ConfigError, parse_config
@@ -210,5 +211,6 @@ def test_reconcile_of_sessions_with_a_kept_aggregate_is_one_line():
                         "output": {"path": "out"}})
     check_supported(cfg)  # sums of sessions reconcile
     cfg = replace(cfg, window=replace(cfg.window, aggregations=(AggSpec("d", "count_distinct", "v"),)))
-    with pytest.raises(ConfigError, match=r"^reconcile: d = count_distinct\(v\): session windows with first/last"):
-        check_supported(cfg)
+    check_supported(cfg)  # and so do their distinct counts (tests/spark/test_reconcile.py: the job)
+    with pytest.raises(ConfigError, match=r"^reconcile: session windows with late.policy = \"drop\""):
+        check_supported(replace(cfg, late_policy="drop"))

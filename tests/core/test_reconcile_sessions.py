@@ -183,3 +183,24 @@ def test_a_tampered_emission_no_longer_folds_to_the_rows():
     assert fold_session("accumulating", intervals, FUNCS)[0]["count"] == 3
     intervals[(0, 13)][-1]["count"] += 1
     assert fold_session("accumulating", intervals, FUNCS)[0]["count"] == 4
+
+
+def test_a_by_time_value_distinct_count_or_sketch_is_its_one_heads_and_not_compared_over_several():
+    """ADR 0039: a head emits a finished last/distinct count/estimate, not its partial, so one head's is the batch
+    session's (a merge replaced its components) and several heads' are not compared (named), in either mode."""
+    funcs = {"count": "count", "last": "last_by_time", "n": "count_distinct", "d": "approx_count_distinct"}
+
+    def em(rev: int, n: int, last: float) -> dict:
+        return {"kind": "revision" if rev else "final", "revision": rev, "batch_id": rev, "count": n, "last": last,
+                "n": n, "d": n}
+
+    parts = {(0, 5): [em(0, 1, 1.0)], (8, 13): [em(0, 1, 9.0)]}
+    merged = {**parts, (0, 13): [em(1, 3, 9.0)]}  # a late update at 4 merged them (accumulating: no retractions)
+    got, skipped = fold_session("accumulating", merged, funcs)
+    assert (got["count"], got["last"], got["n"], got["d"], skipped) == (3, 9.0, 3, 3, [])
+    for mode in ("accumulating", "retracting"):  # two heads (a too-late row would have bridged them)
+        got, skipped = fold_session(mode, parts, funcs)
+        assert got["count"] == 2 and (got["last"], got["n"], got["d"]) == (None, None, None), mode
+        assert skipped == ["last", "n", "d"], mode
+    got, skipped = fold_session("discarding", parts, funcs)  # a delta's distinct count has no fold
+    assert got["count"] == 2 and got["n"] is None and rule("discarding", "count_distinct") is None

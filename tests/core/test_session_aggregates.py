@@ -42,9 +42,10 @@ def results(p) -> dict[str, object]:  # noqa: ANN001 - a partial (list or tuple)
 
 
 def median(vs: list) -> float | None:
-    """DataSketches' default (exclusive) quantile of a small set, which a KLL sketch keeps whole (up to k)."""
+    """The inclusive median of a small set, which a KLL sketch keeps whole (up to k), as Spark's
+    ``kll_sketch_get_quantile_double`` reads it."""
     xs = sorted(float(v) for v in vs)
-    return next((x for i, x in enumerate(xs, 1) if i / len(xs) > 0.5), None)
+    return next((x for i, x in enumerate(xs, 1) if i / len(xs) >= 0.5), None)
 
 
 def expected(rows: list[tuple[int, int, int | None]]) -> dict[str, object]:

@@ -464,3 +464,38 @@ def test_distinct_counts_collections_first_last_and_sketches_are_explained_then_
     assert len(corr) == 1 and list(corr.iloc[0]["s"]) == [3.0, 4.0, 200.0] and corr.iloc[0]["last"] == 200.0
     again = _reconcile(spark, cfg).summary
     assert again["unexplained"] == 0 and {w["status"] for w in again["largest"]} <= {"open"}, again
+
+
+def test_sessions_recompute_distinct_counts_last_by_time_and_sketches_and_an_edit_is_unexplained(spark, tmp_path):
+    """ADR 0039 for session windows (retracting, side_output): key b's batch session [4, 13) holds the too-late
+    row (200 at 8 s) that the stream's session [4, 11) never had: its last value, distinct count and HLL estimate
+    differ, explained by too_late. The row clipped from 500 s to 26.5 s is b's last by its clipped time, as the
+    stream placed it. An edited distinct count is unexplained."""
+    kept = 'n = "count_distinct(amount)", last = "last_by_time(amount)", d = "approx_count_distinct(amount)"'
+    cfg = _pipeline(tmp_path, 'type = "session"\ngap = "5s"\naccumulation = "retracting"', aggregations=kept)
+    r = _reconcile(spark, cfg)
+    s = r.summary
+    assert s["unexplained"] == 0 and s["causes"]["too_late"]["rows"] == 2, s
+    frame = r.frame.toPandas()
+    frame["window_start"], frame["window_end"] = _utc(frame["window_start"]), _utc(frame["window_end"])
+    b = frame[(frame["key"] == "b") & (frame["window_start"] == pd.Timestamp(T0 + 4, unit="s", tz="UTC"))].iloc[0]
+    assert b["window_end"] == pd.Timestamp(T0 + 13, unit="s", tz="UTC")
+    assert b["status"] == "explained" and b["too_late_rows"] == 1 and pd.isna(b["not_compared"])
+    assert (b["batch_last"], b["stream_last"], b["batch_n"], b["stream_n"], b["batch_d"], b["stream_d"]) == (
+        200.0, 4.0, 3, 2, 3, 2)
+    b23 = (frame["key"] == "b") & (frame["window_start"] == pd.Timestamp(T0 + 23, unit="s", tz="UTC"))
+    assert not b23.any()  # [23, 32): last = 10.0 (27 s) in both, the clipped row's 50.0 at 26.5 s before it
+
+    for f in sorted((tmp_path / "out" / "results").glob("batch_id=*/*.parquet")):  # b's session's distinct count
+        t = pq.read_table(f)
+        df = t.to_pandas()
+        hit = (df["key"] == "b") & (_utc(df["window_start"]) == pd.Timestamp(T0 + 4, unit="s", tz="UTC"))
+        if hit.any():
+            i = t.schema.get_field_index("n")
+            edited = [99 if h else v for h, v in zip(hit, t.column("n").to_pylist(), strict=True)]
+            pq.write_table(t.set_column(i, "n", pa.array(edited, t.schema.field(i).type)), f)
+            for crc in f.parent.glob(".*.crc"):
+                crc.unlink()
+    wrong = _reconcile(spark, cfg).summary["unexplained_windows"]  # (--apply: sessions are not corrected yet)
+    assert [(w["key"], w["window_start"], w["window_end"], w["unexplained_n"]) for w in wrong] == [
+        ("b", "2026-01-01T00:00:04Z", "2026-01-01T00:00:13Z", -97)]  # 2 expected (the too-late row out), 99 read

@@ -149,4 +149,6 @@ class Quantiles(Sketch):
         import datasketches as ds
 
         sk = ds.kll_doubles_sketch.deserialize(self.data)
-        return None if sk.is_empty() else float(sk.get_quantile(p))
+        # Inclusive search, as Spark's kll_sketch_get_quantile_double (the Java library's getQuantile(rank)
+        # default); the Python binding defaults to exclusive: {3, 4} at 0.5 would give 4.0 where Spark gives 3.0.
+        return None if sk.is_empty() else float(sk.get_quantile(p, True))

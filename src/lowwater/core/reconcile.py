@@ -39,7 +39,9 @@ value is the sum of every interval's deltas (``add``, ``signed``) and, for
 ``latest`` columns, the fold of the *heads*: the intervals whose latest value
 still stands (:func:`heads`). Several heads' averages merge weighted by their
 row counts, which is exact when no row of the column is null; else the
-average is not compared (named as such). Accumulating mode has no lineage
+average is not compared (named as such). A variance, a by-time value, a
+distinct count, a collection or a sketch is one head's value; over several
+heads it is not compared (their partials are not emitted). Accumulating mode has no lineage
 in its emissions: where a session split by freeing may have grown around its
 earlier part, the window is explained by either reading (:func:`readings`).
 """
@@ -51,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from lowwater.core.aggregates import BY_TIME_FUNCS, COLLECTIONS
 from lowwater.core.partial_values import HLL_LG_K, KLL_K
 
 CAUSES = ("too_late", "dropped", "in_flight", "clipped")
@@ -60,8 +63,10 @@ LATEST, SIGNED, ADD, MIN, MAX = "latest", "signed", "add", "min", "max"
 KIND_RANK = {"retraction": -1, "provisional": 0, "final": 1, "revision": 1, "correction": 2}
 REL_TOLERANCE = 1e-9
 # A session's value over several heads (``LATEST``): an average weighted by rows; a variance not at all (its
-# heads' means are not emitted), so a batch session of several heads leaves it uncompared.
-MERGED_BY_HEADS = ("avg", "var_samp", "var_pop", "stddev_samp", "stddev_pop")
+# heads' means are not emitted), nor a by-time value, a distinct count, a collection or a sketch (ADR 0039: a
+# head emits their finished value, not its partial; heads may overlap in time), so a batch session of several
+# heads leaves them uncompared.
+MERGED_BY_HEADS = ("avg", "var_samp", "var_pop", "stddev_samp", "stddev_pop", *BY_TIME_FUNCS, *COLLECTIONS)
 
 
 def rule(mode: str, func: str) -> str | None:

@@ -19,7 +19,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import ConfigError, PipelineConfig
-from lowwater.core.aggregates import BY_TIME_FUNCS, COLLECTIONS
 from lowwater.core.reconcile import CAUSES
 from lowwater.io.checkpoint import check_outputs_match, fingerprint
 from lowwater.io.outputs import OUTPUT_CONF
@@ -70,11 +69,6 @@ def check_supported(cfg: PipelineConfig) -> None:
     if cfg.window.is_session and str(cfg.late_policy) == "drop":
         msg = ("reconcile: session windows with late.policy = \"drop\" are not supported yet (a session row's "
                "verdict depends on the session state; use side_output)")
-        raise ConfigError(msg)
-    if cfg.window.is_session and kept.needs_rows(cfg):  # reconcile's session fold has no rule for them yet
-        a = next(a for a in cfg.window.aggregations if a.func in (*BY_TIME_FUNCS, *COLLECTIONS))
-        msg = (f"reconcile: {a.name} = {a.text}: session windows with first/last by event time, distinct counts, "
-               "collections or sketches are not reconciled yet (tumbling and hopping windows are)")
         raise ConfigError(msg)
     if cfg.source.format == "kafka":
         raise ConfigError("reconcile: a Kafka source has no log to recompute from (source.format = \"kafka\")")

@@ -9,7 +9,7 @@ operator's state merge does (``spark/aggtypes``):
   engine within a step (``core/judge.arrival_order``), which across steps is the engine's own order
   when files are named in arrival order (SEMANTICS.md §8) -- then the value. Its min/max is the row
   first/last by (event time, arrival), ties broken as the engine breaks them. A moved pair (a clipped
-  row, where the stream counted it) is placed by its clipped time (:func:`placed`);
+  row, where the stream counted it) is placed by its clipped time (:func:`placed`), and so is every row of a session;
 * a **collection** (``count_distinct``, ``collect_set``, ``collect_list``): the distinct values, sorted,
   or the by-time structs in order, merged by ``aggtypes.collection_merge``;
 * a **sketch** (``approx_count_distinct``, ``approx_percentile``): Spark's ``hll_sketch_agg`` (lg K 12)
@@ -76,11 +76,12 @@ def input_col(col: Column, dt: T.DataType, of: str) -> Column | None:
 
 
 def placed(cfg: PipelineConfig, pairs: DataFrame) -> DataFrame:
-    """``pairs`` whose by-time inputs of a moved pair carry the clipped time (the stream judged it there)."""
+    """``pairs`` whose by-time inputs of a moved pair carry the clipped time (the stream judged it there); a
+    session's every pair (``sessions.pairs``: the batch sessions are built on the clipped times too)."""
     timed = [i for i, (_, of) in enumerate(cfg.window.value_inputs) if of in (BY_TIME, LIST)]
     if not timed:
         return pairs
-    moved = F.col("_role") == F.lit(MOVED)
+    moved = F.lit(True) if cfg.window.is_session else F.col("_role") == F.lit(MOVED)
     return pairs.withColumns({f"_v{i}": F.when(moved & F.col(f"_v{i}").isNotNull(),
                                                F.col(f"_v{i}").withField("e", F.col("_clip_us")))
                               .otherwise(F.col(f"_v{i}")) for i in timed})

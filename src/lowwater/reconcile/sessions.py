@@ -22,7 +22,11 @@ an interval with an emission not retracted; else one not contained in an
 emitted interval of a later revision): their counts and sums add, mins and
 maxes fold, averages merge weighted by the heads' counts (``_heads`` says how
 many: ``compare.py`` leaves a merged average out when a row of its column is
-null, and compares a merged decimal average to one unit of its last digit).
+null, and compares a merged decimal average to one unit of its last digit);
+a by-time value, a distinct count, a collection or a sketch (ADR 0039) is its
+one head's, and left out over several (``core/reconcile.MERGED_BY_HEADS``).
+The batch side recomputes them as for windows (``kept.py``): the pairs carry
+the log's arrival order and the too-late copies are matched by row id.
 Accumulating mode also folds the second reading of ``core/reconcile.readings``
 (``a_<column>``, ``_aheads``): ``compare.py`` takes it where it explains the
 window and the first does not.
@@ -36,11 +40,14 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from lowwater.config import PipelineConfig
+from lowwater.core.aggregates import BY_TIME_FUNCS, COLLECTIONS
 from lowwater.core.reconcile import ADD, LATEST, MAX, MIN, SIGNED, rule
 from lowwater.reconcile import stream
 from lowwater.reconcile.log import TRUTH
 from lowwater.runtime.sqltext import expr
 from lowwater.time import NEG_INF
+
+KEPT_FUNCS = (*BY_TIME_FUNCS, *COLLECTIONS)  # a head's finished value: one head's is the session's (ADR 0039)
 
 
 def pairs(cfg: PipelineConfig, rows: DataFrame) -> DataFrame:
@@ -143,6 +150,8 @@ def _latest(cfg: PipelineConfig, top: Column, prefix: str, schema: T.StructType)
             agg = F.max(F.when(top, s) if r == LATEST else s)
         elif r == LATEST and func in ("count", "sum", "count_if"):
             agg = F.sum(F.when(top, s))
+        elif r == LATEST and func in KEPT_FUNCS:  # one head's (core: fold_session); several: not compared
+            agg = F.when(F.sum(top.cast("int")) == 1, F.max(F.when(top, s)))
         elif r == LATEST:  # avg: one head's, or the heads' weighted by their counts (core: fold_session)
             n = F.when(top & s.isNotNull(), F.col("s_count"))
             d = s.cast("double")  # a decimal's too: Spark's decimal products and quotients give up its scale
