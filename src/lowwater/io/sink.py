@@ -95,11 +95,6 @@ class Sinks:
         """Only the Parquet output: a write may carry an :class:`~pyspark.sql.Observation` of its frame."""
         return len(self.sinks) == 1
 
-    @property
-    def only(self) -> Sink | None:
-        """The one sink when there is one (the Parquet output: a step's files may be written by its tasks)."""
-        return self.sinks[0] if self.single else None
-
     def begin_step(self, step: int) -> None:
         for s in self.sinks:
             s.begin_step(step)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,8 +33,7 @@ from lowwater.config.window import WindowConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.runtime.columns import col, memo, select, watermark_ts
-from lowwater.runtime.jobs import side_by_side, without_aqe
-from lowwater.spark.fused import Output, local_dirs, write_outputs
+from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.windowed.executor import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
 from lowwater.spark.operators.windowed.fold import ROWS, StateLayout, step_windows
@@ -44,7 +42,6 @@ from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.time import POS_INF, output_us
 
 log = logging.getLogger("lowwater")
-ROWS_A_TASK = 1_000_000  # the fused write's tasks: one per this many pairs and state rows folded
 
 
 @dataclass(frozen=True)
@@ -190,53 +187,6 @@ class WindowedOperator:
         )
         return plan.rows.map(fn, schema, cols)
 
-    def _fused_targets(self, step: int) -> dict[str, str] | None:
-        """Where the fused write puts results, late rows and state, or None when it cannot serve this pipeline."""
-        only = self.sinks.only
-        if only is None or not hasattr(only, "path"):
-            return None
-        targets = {"results": only.path("results", step), "late": only.path("late", step),
-                   "state": self.store.version_path(step)}
-        return targets if local_dirs(self.store.fs, *targets.values()) else None
-
-    def _write_fused(
-        self, targets: dict[str, str], step: int, emitted: DataFrame | None, late_rows: DataFrame | None,
-        new_state: DataFrame | None, late_written: bool, rows: int,
-    ) -> tuple[dict[int, tuple[int, int]], dict[int, int | None]]:
-        """Results, late rows and the new state in one Spark job; the state's rows and bytes, ``_due`` per bucket.
-
-        ``rows``: how many pairs and state rows the step folds; a writing task per :data:`ROWS_A_TASK` of
-        them, at most the session's shuffle partitions.
-        """
-        t_w = time.monotonic()
-        outputs: list[tuple[str, Output]] = []
-        for kind, frame in (("results", emitted), ("late", late_rows)):
-            if frame is not None:
-                outputs.append((kind, Output(frame, targets[kind])))
-            elif kind == "results" or not late_written:
-                self.sinks.clear(kind, step)
-        if new_state is not None:
-            low = "_due" if self.layout.timed else None
-            outputs.append(("state", Output(new_state, targets["state"], bucket="_bucket", low=low)))
-        if not outputs:
-            return {}, {}
-        most = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 1)
-        tasks = max(1, min(most, -(-rows // ROWS_A_TASK)))
-        got = write_outputs(self.store.fs, [o for _, o in outputs], tasks)
-        files = dict(zip([k for k, _ in outputs], got, strict=True))
-        written: dict[int, tuple[int, int]] = {}
-        lows: dict[int, list[int]] = {}
-        for f in files.get("state", []):
-            assert f.bucket is not None
-            rows, size = written.get(f.bucket, (0, 0))
-            written[f.bucket] = (rows + f.rows, size + f.bytes)
-            lows.setdefault(f.bucket, [])
-            if f.low is not None:
-                lows[f.bucket].append(f.low)
-        waiting = {b: min(v) if v else None for b, v in lows.items()} if self.layout.timed else {}
-        log.debug("step %d: fused write %.2fs", step, time.monotonic() - t_w)
-        return written, waiting
-
     def _late_rows(self, contrib: DataFrame, prev: Manifest) -> DataFrame:
         """late/'s rows: the too-late pairs of the contributions, each with its whole input row."""
         p = PAYLOAD
@@ -300,13 +250,10 @@ class WindowedOperator:
                 if n_late and contrib is not None else None)
         state = self.store.read(prev, read)
         emit_wm = output_us(w_new)
-        fused = self._fused_targets(step)
-        # The fold's persisted frames are planned when persisted: without AQE for the fused write (one job).
-        with without_aqe(self.spark) if fused is not None else nullcontext():
-            emitted, new_state = step_windows(
-                self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
-                now_us=plan.now_us, admit_us=plan.admitted_at_us,
-            )
+        emitted, new_state = step_windows(
+            self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
+            now_us=plan.now_us, admit_us=plan.admitted_at_us,
+        )
         if emitted is not None and not (fires or n_late or early is not None):
             # Nothing can be emitted (no window reaches W, no late update, no early trigger): skip
             # the results job, which would scan the merged state only to write an empty frame.
@@ -331,15 +278,9 @@ class WindowedOperator:
             log.debug("step %d: state write %.2fs", step, time.monotonic() - t_s)
             return written, waiting
 
-        # Results, late rows and state read the same persisted frames and do not depend on each other:
-        # one job when the tasks may write the files themselves (spark/fused.py), else side by side.
-        if fused is not None:
-            rows = sum(judged.pairs) + sum(prev.buckets[b].rows for b in read if b in prev.buckets)
-            written, waiting = self._write_fused(fused, step, emitted, None if late_written else late_rows,
-                                                 new_state, late_written, rows)
-        else:
-            writes = [write_output("results", emitted), *([] if late_written else [write_output("late", late_rows)])]
-            *_, (written, waiting) = side_by_side(*writes, write_state)
+        # Results, late rows and state read the same persisted frames and do not depend on each other.
+        writes = [write_output("results", emitted), *([] if late_written else [write_output("late", late_rows)])]
+        *_, (written, waiting) = side_by_side(*writes, write_state)
         fired = revisions = provisionals = 0
         if obs is not None:
             got = obs.get
