@@ -36,8 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession
@@ -62,7 +61,7 @@ from lowwater.io.source import Admitted, StreamSource
 from lowwater.io.sources import source_state_dir, to_layout, union_layout, union_payload
 from lowwater.runtime.columns import select
 from lowwater.runtime.fs import HadoopFS
-from lowwater.runtime.jobs import Background
+from lowwater.runtime.jobs import Background, without_aqe
 from lowwater.spark.clocked import ClockedRows, lookup_attach, lookup_needs
 from lowwater.spark.held import CARRIED, HeldRows
 from lowwater.spark.hooks import StepHooks
@@ -98,28 +97,6 @@ log = logging.getLogger("lowwater")
 STEP_CONF = {
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
-# Set only while a step runs (restored after it): with AQE every exchange of a plan is a Spark job of its
-# own (its map stage materialised before the rest is planned), 5-6 more jobs in a step whose plans hold a
-# few small exchanges; without it each write is one job (ADR 0041).
-WHILE_STEPPING = {"spark.sql.adaptive.enabled": "false"}
-
-
-@contextmanager
-def stepping(spark: SparkSession) -> Iterator[None]:
-    """:data:`WHILE_STEPPING` on the session for the ``with`` block, then what it was (set or unset)."""
-    before = {k: spark.conf.get(k, None) for k in WHILE_STEPPING}
-    for k, v in WHILE_STEPPING.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
-
-
 def _fault(point: str, step: int) -> None:
     """Test-only crash injection: ``LOWWATER_FAULT=before_commit:3`` kills the process there.
 
@@ -313,10 +290,6 @@ class Engine:
         ``io/sources.py``); ``admitted`` (from the source) says which files they came from.
         ``release`` (the drain of several sources): no new rows, judge every held one.
         """
-        with stepping(self.spark):
-            return self._step(df, spark_batch, admitted, release)
-
-    def _step(self, df: DataFrame, spark_batch: int, admitted: Admitted | None, release: bool) -> StepReport:
         t0 = time.monotonic()
         admit_us = self.clock()  # processing time at which this step's rows are admitted
         cfg = self.cfg
@@ -345,7 +318,8 @@ class Engine:
                 # (dead letters, held and late rows re-read them, as with the driver's clock).
                 kafka = self.kafka_logs is not None
                 columns = None if kafka else self.operator.row_columns()
-                clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns)
+                with without_aqe(self.spark):  # its one exchange is not a job of its own; nothing else runs yet
+                    clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns)
                 if kafka:
                     parsed = clocked.laid
                 if prev.drained and clocked.counts.rows + clocked.dead:  # refused before anything is written
@@ -482,10 +456,6 @@ class Engine:
         With several sources the rows still held behind the arrival frontier are
         judged first, in one more step (nothing can arrive before them any more).
         """
-        with stepping(self.spark):
-            return self._drain()
-
-    def _drain(self) -> Manifest:
         prev = self.store.latest()
         if prev.held_rows and not prev.drained:
             self.process_batch(self.spark.createDataFrame([], self.input_layout), prev.spark_batch, release=True)
