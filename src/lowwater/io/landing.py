@@ -132,6 +132,7 @@ class LandingSource:
         self.delta = src.format == "delta"  # a Delta table: its commits in order (io/delta_log.py)
         self.log = DeltaFileLog(self.fs, src.path, files, src.key("path")) if self.delta else FileLog(
             self.fs, src.path, files)
+        self.offsets_dir: str | None = None  # use_offset_log
         self._tmp = Path(tempfile.mkdtemp(prefix="lowwater-files-"))
         self._counter = self._tmp / "files.json"
 
@@ -148,8 +149,44 @@ class LandingSource:
         reader = self.spark.readStream.format(FORMAT).option("counter", str(self._counter))
         return reader.option("max_files", str(self.src.max_files_per_batch or "")).load()
 
+    def use_offset_log(self, offsets_dir: str) -> None:
+        """Read a micro-batch's positions from the query's offset log (``<checkpoint>/spark/offsets``)."""
+        self.offsets_dir = offsets_dir.rstrip("/")
+
     def admit(self, batch: DataFrame) -> Admitted:
+        logged = self._logged_range()
+        if logged is not None:
+            return self.admit_positions(list(range(*logged)))
         return self.admit_positions([int(r[0]) for r in batch.collect()])
+
+    def _logged_range(self) -> tuple[int, int] | None:
+        """The running micro-batch's ``[start, end)`` from Spark's offset log, without a Spark job; None if unsure.
+
+        Spark writes ``offsets/<batch>`` (its end offset) before it runs the batch and the next one only
+        after this one is committed, so inside ``foreachBatch`` the newest entry is this batch; its start
+        is the entry before it (the source's initial offset for the first batch). A single source only:
+        anything else (several offsets, an unreadable entry) falls back to collecting the positions.
+        """
+        if self.offsets_dir is None:
+            return None
+        try:
+            batches = sorted(int(n) for n in self.fs.list_names(self.offsets_dir) if n.isdigit())
+            if not batches:
+                return None
+            end = self._logged_position(batches[-1])
+            start = 0 if batches[-1] == 0 else self._logged_position(batches[-1] - 1)
+        except Exception:  # noqa: BLE001 - any doubt about the log: collect the positions instead
+            return None
+        if start is None or end is None or end < start:
+            return None
+        return start, end
+
+    def _logged_position(self, batch: int) -> int | None:
+        lines = [ln for ln in self.fs.read_text(f"{self.offsets_dir}/{batch}").splitlines()[2:] if ln.strip()]
+        if len(lines) != 1:
+            return None
+        offset = json.loads(lines[0])
+        return int(offset["position"]) if isinstance(offset, dict) and set(offset) == {"position"} else None
 
     def admit_positions(self, positions: list[int]) -> Admitted:
         """The rows of the file log's ``positions`` (a micro-batch's range; the same after a replay)."""

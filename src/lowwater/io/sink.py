@@ -90,6 +90,11 @@ class Sinks:
             for s in self.sinks[1:]:
                 s.prepare(kind, frame, schema)
 
+    @property
+    def single(self) -> bool:
+        """Only the Parquet output: a write may carry an :class:`~pyspark.sql.Observation` of its frame."""
+        return len(self.sinks) == 1
+
     def begin_step(self, step: int) -> None:
         for s in self.sinks:
             s.begin_step(step)

@@ -13,10 +13,16 @@ stopping the query still cancels them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark import InheritableThread
+from pyspark.sql import SparkSession
+
+# With AQE every exchange's map stage is a Spark job of its own, run before the rest of the plan is
+# planned: a step's few small exchanges cost a job each (ADR 0041).
+NO_AQE = {"spark.sql.adaptive.enabled": "false"}
 
 
 class Background:
@@ -55,3 +61,23 @@ def side_by_side(*jobs: Callable[[], Any]) -> list[Any]:
         for b in others:  # every thread has finished before anything is raised
             b.join()
     return [first, *(b.result() for b in others)]
+
+
+@contextmanager
+def without_aqe(spark: SparkSession) -> Iterator[None]:
+    """AQE off on the session for the ``with`` block, then as it was (set or unset).
+
+    The session's conf is shared by its threads: a job of the step planned meanwhile on another
+    thread (one without an exchange: dead letters) is planned the same either way.
+    """
+    before = {k: spark.conf.get(k, None) for k in NO_AQE}
+    for k, v in NO_AQE.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)

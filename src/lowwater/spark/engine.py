@@ -61,7 +61,7 @@ from lowwater.io.source import Admitted, StreamSource
 from lowwater.io.sources import source_state_dir, to_layout, union_layout, union_payload
 from lowwater.runtime.columns import select
 from lowwater.runtime.fs import HadoopFS
-from lowwater.runtime.jobs import Background
+from lowwater.runtime.jobs import Background, without_aqe
 from lowwater.spark.clocked import ClockedRows, lookup_attach, lookup_needs
 from lowwater.spark.held import CARRIED, HeldRows
 from lowwater.spark.hooks import StepHooks
@@ -97,8 +97,6 @@ log = logging.getLogger("lowwater")
 STEP_CONF = {
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
-
-
 def _fault(point: str, step: int) -> None:
     """Test-only crash injection: ``LOWWATER_FAULT=before_commit:3`` kills the process there.
 
@@ -323,7 +321,8 @@ class Engine:
                 # (dead letters, held and late rows re-read them, as with the driver's clock).
                 kafka = self.kafka_logs is not None
                 columns = None if kafka else self.operator.row_columns()
-                clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns)
+                with without_aqe(self.spark):  # its one exchange is not a job of its own; nothing else runs yet
+                    clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns)
                 if kafka:
                     parsed = clocked.laid
                 if prev.drained and clocked.counts.rows + clocked.dead:  # refused before anything is written

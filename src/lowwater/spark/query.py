@@ -72,9 +72,11 @@ class QueryControl:
             self.source = UnionSource(eng.spark, cfg, eng.schemas, eng.lw_dir)
         else:
             self.source = open_source(eng.spark, cfg.source, eng.schema, eng.lw_dir)
-        writer = self.source.stream().writeStream.foreachBatch(self._foreach).option(
-            "checkpointLocation", f"{cfg.output.checkpoint.rstrip('/')}/spark"
-        )
+        spark_dir = f"{cfg.output.checkpoint.rstrip('/')}/spark"
+        offset_log = getattr(self.source, "use_offset_log", None)  # a file log: positions without a Spark job
+        if offset_log is not None:
+            offset_log(f"{spark_dir}/offsets")
+        writer = self.source.stream().writeStream.foreachBatch(self._foreach).option("checkpointLocation", spark_dir)
         poll_s = None  # availableNow: the files there at the start (listed by stream())
         if once or drain:
             writer = writer.trigger(availableNow=True)

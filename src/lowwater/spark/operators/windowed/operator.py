@@ -54,12 +54,15 @@ class Judged:
     first_on_time_end: int | None  # the earliest window end of an on-time pair
 
 
-def _judged(contrib: DataFrame, step: int) -> Judged:
+def _judged(contrib: DataFrame, step: int, write: Callable[[DataFrame], None] | None = None) -> Judged:
     """Materialise the persisted contributions and observe what they judged.
 
-    One stage, no shuffle: a ``noop`` write of the cached frame with an
+    One stage, no shuffle: a write of the cached frame with an
     :class:`Observation` (metrics of a completed action count each task once);
-    the touched window ends are a set (one per window, not per row).
+    the touched window ends are a set (one per window, not per row). ``write``
+    writes the observed frame (the step's late rows: a filter above the
+    observation, so every contribution still passes it); without it the
+    write is a ``noop``.
     """
     obs = Observation(f"judged_{step}")
     aggs = memo("judged", lambda: [
@@ -69,7 +72,11 @@ def _judged(contrib: DataFrame, step: int) -> Judged:
         F.collect_set(F.when(F.col("_kind").isin("P", "L"), F.col("window_end"))).alias("touched"),
         F.min(F.when(F.col("_kind") == "P", F.col("window_end"))).alias("first_on"),
     ])
-    contrib.observe(obs, *aggs).write.format("noop").mode("overwrite").save()
+    observed = contrib.observe(obs, *aggs)
+    if write is not None:
+        write(observed)
+    else:
+        observed.write.format("noop").mode("overwrite").save()
     got = obs.get
     first = got.get("first_on")
     return Judged(
@@ -180,6 +187,18 @@ class WindowedOperator:
         )
         return plan.rows.map(fn, schema, cols)
 
+    def _late_rows(self, contrib: DataFrame, prev: Manifest) -> DataFrame:
+        """late/'s rows: the too-late pairs of the contributions, each with its whole input row."""
+        p = PAYLOAD
+        return contrib.filter(F.col("_kind") == "T").select(
+            *[F.col(p + c).alias(c) for c in self.inputs.fieldNames()],
+            watermark_ts("_w").alias("watermark"),
+            F.timestamp_micros("window_start").alias("window_start"),
+            F.timestamp_micros("window_end").alias("window_end"),
+            F.lit(DRAINED_REASON if prev.drained else TOO_LATE_REASON).alias("reason"),
+            F.col(p + "_file").alias("source_file"),
+        )
+
     def _may_be_too_late(self, plan: StepPlan) -> bool:
         """Can a row of this step be too late? (its earliest window's ``end + G <= W`` at the step's end)."""
         if plan.pair_counts is not None:
@@ -197,13 +216,21 @@ class WindowedOperator:
         side_output = self.cfg.late_policy == LatePolicy.SIDE_OUTPUT and self._may_be_too_late(plan)
         contrib = None
         judged = Judged((0, 0, 0), (0, 0, 0), frozenset(), None)
+        late_written = False
         if plan.data_rows:
             contrib = self._contributions(plan, with_payload=side_output, step=step).persist()
             cache.append(contrib)
             t_c = time.monotonic()
-            judged = _judged(contrib, step)  # the one pass over the rows; the rest reads the cached frame
+            # The one pass over the rows; the rest reads the cached frame. Where rows may be too late
+            # and Parquet is the only sink, that pass writes them (one job, not a noop and a late write).
+            late_written = side_output and self.sinks.single
+            write = (lambda observed: self.sinks.write("late", step, self._late_rows(observed, prev))) \
+                if late_written else None
+            judged = _judged(contrib, step, write)
             log.debug("step %d: contributions %.2fs", step, time.monotonic() - t_c)
         n_on, n_late, n_too_late = judged.pairs
+        if late_written and not n_too_late:
+            self.sinks.clear("late", step)  # the write left an empty file
         on_rows, late_rows_n, too_late_rows = judged.rows
         accounting = Accounting(rows=on_rows + late_rows_n + too_late_rows + plan.dead, on_time=on_rows,
                                 late_updates=late_rows_n, too_late=too_late_rows, dead_letter=plan.dead,
@@ -215,16 +242,8 @@ class WindowedOperator:
         fires = any(b <= w_new for b in read if b in prev.buckets and not prev.buckets[b].fired) or (
             judged.first_on_time_end is not None and judged.first_on_time_end <= w_new)
         late_rows = None
-        if side_output and n_too_late and contrib is not None:
-            p = PAYLOAD
-            late_rows = contrib.filter(F.col("_kind") == "T").select(
-                *[F.col(p + c).alias(c) for c in self.inputs.fieldNames()],
-                watermark_ts("_w").alias("watermark"),
-                F.timestamp_micros("window_start").alias("window_start"),
-                F.timestamp_micros("window_end").alias("window_end"),
-                F.lit(DRAINED_REASON if prev.drained else TOO_LATE_REASON).alias("reason"),
-                F.col(p + "_file").alias("source_file"),
-            )
+        if side_output and n_too_late and contrib is not None and not late_written:
+            late_rows = self._late_rows(contrib, prev)
         state_cols = [*self.layout.window_cols, *self.layout.partial_cols()]
         on_time = select(contrib.filter(_is_kind("P")), state_cols) if n_on and contrib is not None else None
         late = (select(contrib.filter(_is_kind("L")), [*state_cols, "_seq", "_seq_minor"])
@@ -260,8 +279,8 @@ class WindowedOperator:
             return written, waiting
 
         # Results, late rows and state read the same persisted frames and do not depend on each other.
-        _, _, (written, waiting) = side_by_side(write_output("results", emitted), write_output("late", late_rows),
-                                                write_state)
+        writes = [write_output("results", emitted), *([] if late_written else [write_output("late", late_rows)])]
+        *_, (written, waiting) = side_by_side(*writes, write_state)
         fired = revisions = provisionals = 0
         if obs is not None:
             got = obs.get
