@@ -15,9 +15,7 @@ from hypothesis import strategies as st
 
 from lowwater.config import parse_config
 from lowwater.core.join import IntervalJoin, JoinBounds, JoinRow, JoinType, Side, TooLate
-from lowwater.core.judge import arrival_order
-from lowwater.core.tracker import WatermarkTracker
-from lowwater.testing.join_scenarios import compare, expected, load_join, run_join_log
+from lowwater.testing.join_scenarios import compare, expected, load_join, one_batch_clock, run_join_log
 from lowwater.testing.join_scenarios import run_core as run_join
 from lowwater.time import NEG_INF, POS_INF
 
@@ -141,15 +139,7 @@ def _config(lower: int, upper: int, join_type: str, l_left: int, l_right: int) -
 def brute_force(cfg, inputs: dict[str, list[dict]]) -> tuple[list, list]:
     """Every pair within the bounds whose rows were both admitted (not too late by W(r), one batch)."""
     jc = cfg.join
-    rows = [(name, r) for name in (jc.left, jc.right) for r in inputs[name]]
-    arrival = np.array([round(r["arrival_time"] * S) for _, r in rows], dtype=np.int64)
-    parts = np.array([f"{n}\x00{r['partition']}" for n, r in rows], dtype=object)
-    offset = np.array([i for name in (jc.left, jc.right) for i in range(len(inputs[name]))], dtype=np.int64)
-    order = arrival_order(len(rows), arrival, parts, offset, [offset])
-    event = np.array([round(r["event_time"] * S) for _, r in rows], dtype=np.int64)[order]
-    tracker = WatermarkTracker(cfg.strategies)
-    w = tracker.advance(np.array([str(rows[i][1]["partition"]) for i in order], dtype=object), event,
-                        arrival[order], sources=np.array([rows[i][0] for i in order], dtype=object))
+    rows, order, event, w = one_batch_clock(cfg, inputs)
     admitted = {Side.LEFT: [], Side.RIGHT: []}
     late = []
     for k, i in enumerate(order.tolist()):

@@ -19,10 +19,8 @@ from hypothesis import strategies as st
 from lowwater.config import parse_config
 from lowwater.core.join import IntervalJoin, JoinBounds, Joined, JoinRow, JoinType, Side
 from lowwater.core.join_windows import JoinWindows, joined_event_us, run_joined_batch
-from lowwater.core.judge import arrival_order
-from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.windows import TumblingWindows
-from lowwater.testing.join_scenarios import compare, expected, load_join, run_join_log
+from lowwater.testing.join_scenarios import compare, expected, load_join, one_batch_clock, run_join_log
 from lowwater.time import NEG_INF
 
 from . import test_temporal_join
@@ -123,15 +121,7 @@ def valued_join_logs(draw):
 def _joined_entries(cfg, inputs) -> list[tuple]:  # noqa: ANN001
     """Brute force: every joined row of the admitted rows as (user, time, later arrival, earlier arrival, c, amount)."""
     jc = cfg.join
-    rows = [(name, r) for name in (jc.left, jc.right) for r in inputs[name]]
-    arrival = np.array([round(r["arrival_time"] * S) for _, r in rows], dtype=np.int64)
-    parts = np.array([f"{n}\x00{r['partition']}" for n, r in rows], dtype=object)
-    offset = np.array([i for name in (jc.left, jc.right) for i in range(len(inputs[name]))], dtype=np.int64)
-    order = arrival_order(len(rows), arrival, parts, offset, [offset])
-    event = np.array([round(r["event_time"] * S) for _, r in rows], dtype=np.int64)[order]
-    w = WatermarkTracker(cfg.strategies).advance(
-        np.array([str(rows[i][1]["partition"]) for i in order], dtype=object), event, arrival[order],
-        sources=np.array([rows[i][0] for i in order], dtype=object))
+    rows, order, event, w = one_batch_clock(cfg, inputs)
     left, right = [], []
     for k, i in enumerate(order.tolist()):
         name, r = rows[i]

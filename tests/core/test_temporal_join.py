@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lowwater.config import ConfigError, parse_config
 from lowwater.core.join import JoinRow, JoinType, Side, TooLate
-from lowwater.core.judge import arrival_order
 from lowwater.core.temporal_join import TEMPORAL_BOUNDS, TemporalJoin
-from lowwater.core.tracker import WatermarkTracker
-from lowwater.testing.join_scenarios import run_join_log
+from lowwater.testing.join_scenarios import one_batch_clock, run_join_log
 from lowwater.time import NEG_INF
 
 from .test_join import S, _config, _source_rows
@@ -99,15 +96,7 @@ def _temporal_config(join_type: str, l_left: int, l_right: int) -> dict:
 def brute_force(cfg, inputs: dict[str, list[dict]]) -> tuple[list, list]:  # noqa: ANN001
     """Each admitted left row with the admitted right row of its key valid at its time (one batch's W(r))."""
     jc = cfg.join
-    rows = [(name, r) for name in (jc.left, jc.right) for r in inputs[name]]
-    arrival = np.array([round(r["arrival_time"] * S) for _, r in rows], dtype=np.int64)
-    parts = np.array([f"{n}\x00{r['partition']}" for n, r in rows], dtype=object)
-    offset = np.array([i for name in (jc.left, jc.right) for i in range(len(inputs[name]))], dtype=np.int64)
-    order = arrival_order(len(rows), arrival, parts, offset, [offset])
-    event = np.array([round(r["event_time"] * S) for _, r in rows], dtype=np.int64)[order]
-    w = WatermarkTracker(cfg.strategies).advance(
-        np.array([str(rows[i][1]["partition"]) for i in order], dtype=object), event, arrival[order],
-        sources=np.array([rows[i][0] for i in order], dtype=object))
+    rows, order, event, w = one_batch_clock(cfg, inputs)
     admitted: dict[str, list] = {jc.left: [], jc.right: []}
     late = []
     for k, i in enumerate(order.tolist()):

@@ -16,7 +16,6 @@ import tempfile
 from functools import reduce
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import example, given, settings
@@ -24,12 +23,10 @@ from hypothesis import strategies as st
 
 from lowwater.config import parse_config
 from lowwater.core.join import JoinType
-from lowwater.core.judge import arrival_order
-from lowwater.core.tracker import WatermarkTracker
 from lowwater.io.files import read_batch
 from lowwater.spark.engine import Engine
 from lowwater.spark.operators.join import operator as join_operator
-from lowwater.testing.join_scenarios import _observed, compare, expected, load_join, run_spark
+from lowwater.testing.join_scenarios import _observed, compare, expected, load_join, one_batch_clock, run_spark
 from lowwater.testing.scenario_files import Scenario
 from lowwater.testing.scenario_spark import land_inputs
 from lowwater.time import NEG_INF
@@ -46,15 +43,7 @@ def nested_loop(raw: dict, inputs: dict[str, list[dict]]) -> tuple[list, list, d
     """Pairs (key, left s, right s or None, cid, oid), too-late rows and per-side counts, by brute force."""
     cfg = parse_config(copy.deepcopy(raw))
     jc = cfg.join
-    rows = [(name, r) for name in (jc.left, jc.right) for r in inputs[name]]
-    arrival = np.array([round(r["arrival_time"] * S) for _, r in rows], dtype=np.int64)
-    parts = np.array([f"{n}\x00{r['partition']}" for n, r in rows], dtype=object)
-    offset = np.array([i for name in (jc.left, jc.right) for i in range(len(inputs[name]))], dtype=np.int64)
-    order = arrival_order(len(rows), arrival, parts, offset, [offset])
-    event = np.array([round(r["event_time"] * S) for _, r in rows], dtype=np.int64)[order]
-    w = WatermarkTracker(cfg.strategies).advance(
-        np.array([str(rows[i][1]["partition"]) for i in order], dtype=object), event, arrival[order],
-        sources=np.array([rows[i][0] for i in order], dtype=object))
+    rows, order, event, w = one_batch_clock(cfg, inputs)
     admitted: dict[str, list[tuple]] = {jc.left: [], jc.right: []}
     late = []
     for k, i in enumerate(order.tolist()):

@@ -58,6 +58,24 @@ class JoinObserved:
     results: list[tuple] = field(default_factory=list)  # windows after the join: transcript result rows
 
 
+def one_batch_clock(cfg: PipelineConfig, inputs: dict[str, list[dict]],
+                    ) -> tuple[list[tuple[str, dict]], np.ndarray, np.ndarray, np.ndarray]:
+    """Both join inputs' rows read as one batch, for brute-force references: (rows as (source, row), their
+    arrival order, event times and ``W(r)`` in that order). Times in the rows are seconds."""
+    jc = cfg.join
+    assert jc is not None
+    rows = [(name, r) for name in (jc.left, jc.right) for r in inputs[name]]
+    arrival = np.array([round(r["arrival_time"] * 1_000_000) for _, r in rows], dtype=np.int64)
+    parts = np.array([f"{n}\x00{r['partition']}" for n, r in rows], dtype=object)
+    offset = np.array([i for name in (jc.left, jc.right) for i in range(len(inputs[name]))], dtype=np.int64)
+    order = arrival_order(len(rows), arrival, parts, offset, [offset])
+    event = np.array([round(r["event_time"] * 1_000_000) for _, r in rows], dtype=np.int64)[order]
+    w = WatermarkTracker(cfg.strategies).advance(
+        np.array([str(rows[i][1]["partition"]) for i in order], dtype=object), event, arrival[order],
+        sources=np.array([rows[i][0] for i in order], dtype=object))
+    return rows, order, event, w
+
+
 def load_join(path: str | Path) -> Scenario:
     return load(path)
 
