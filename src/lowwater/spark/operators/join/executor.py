@@ -157,7 +157,7 @@ def make_join_pass(
         w = pc.fill_null(t.column("_w"), 0).to_numpy(zero_copy_only=False).astype(np.int64)  # null: buffered rows
         batch = run_batch(ij, rows, w[order], watermark_us)
         if batch.emitted:
-            yield joined(t, batch.emitted)
+            yield joined(t, batch.emitted, seq)
         if batch.too_late:
             at = pa.array([x.row.values[0] for x in batch.too_late], pa.int64())
             cols = {"_rid": t.column("_rid").take(at), "_w": longs([x.watermark_us for x in batch.too_late])}
@@ -174,7 +174,7 @@ def make_join_pass(
         counts[EMITTED] = longs([len(batch.emitted)])
         yield shaped(counts, 1, "C")
 
-    def joined(t: pa.Table, emitted: list) -> pa.RecordBatch:
+    def joined(t: pa.Table, emitted: list, rank: np.ndarray) -> pa.RecordBatch:
         lpos = pa.array([e.left.values[0] for e in emitted], pa.int64())
         rpos = pa.array([None if e.right is None else e.right.values[0] for e in emitted], pa.int64())
         cols: dict[str, pa.Array] = {}
@@ -190,7 +190,7 @@ def make_join_pass(
         cols["_j_w_us"] = longs([e.watermark_us for e in emitted])
         # The core's ``seq`` here is a row's rank in the task; (later, earlier) by rank name two rows, whose
         # clock ``seq`` is what the windows read (global with the driver's clock).
-        rank, (_, seq, _) = arrival_rank(t), order_parts(t)
+        _, seq, _ = order_parts(t)
         at = np.empty(len(rank), dtype=np.int64)
         at[rank] = np.arange(len(rank), dtype=np.int64)
         pairs = np.array([joined_arrival(e) for e in emitted], dtype=np.int64).reshape(-1, 2)
