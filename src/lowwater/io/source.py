@@ -33,6 +33,7 @@ from pyspark.sql.types import StructType
 from lowwater.config import PipelineConfig, SourceConfig
 from lowwater.config.source import FORMATS, register_format
 from lowwater.core.frontier import Lanes
+from lowwater.runtime.fs import HadoopFS
 
 
 @dataclass(frozen=True)
@@ -102,13 +103,15 @@ class SourceKind:
         """How to tell which of ``cfg``'s sources of this kind are caught up at a step (None: nothing to tell)."""
         return None
 
+    def check_resumable(self, fs: HadoopFS, spark_checkpoint: str, cfg: PipelineConfig) -> None:
+        """Refuse, in one line, a checkpoint whose offsets this kind cannot resume (default: any will do)."""
+
 
 class _FileBacklogs:
     """The landing directories of a ``[[source]]`` pipeline that may go idle: caught up once their log is read."""
 
     def __init__(self, spark: SparkSession, cfg: PipelineConfig) -> None:
         from lowwater.io.file_backlog import FileBacklogs
-        from lowwater.runtime.fs import HadoopFS
 
         self.backlogs = FileBacklogs(HadoopFS(spark), cfg)
 
@@ -122,6 +125,12 @@ class _FileBacklogs:
 
 class LandingKind(SourceKind):
     """A landing directory (``io/landing.py``): its file log tells whether it still has files unread."""
+
+    def check_resumable(self, fs: HadoopFS, spark_checkpoint: str, cfg: PipelineConfig) -> None:
+        from lowwater.io.landing import check_resumable
+
+        if all(source_kind(s) is self for s in cfg.sources):  # else another kind's offsets share the file
+            check_resumable(fs, spark_checkpoint, cfg)  # offsets of an older lowwater's source
 
     def caught_up(self, spark: SparkSession, cfg: PipelineConfig) -> CaughtUp | None:
         idle = any(source_kind(s) is self and s.watermark.idle_timeout_us is not None for s in cfg.sources)

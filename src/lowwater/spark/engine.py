@@ -47,7 +47,6 @@ from lowwater.core.lateness import DRAINED_REASON
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.io.checkpoint import admit_after_drain, check_fingerprint, fingerprint
 from lowwater.io.files import PARSE_CONF
-from lowwater.io.landing import check_resumable
 from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.io.sink import Sinks, output_sinks
@@ -174,7 +173,7 @@ class Engine:
         self.control = QueryControl(self)
         started = self.fs.exists(f"{cfg.output.checkpoint.rstrip('/')}/spark/offsets") or self.store.latest().step >= 0
         check_fingerprint(self.fs, self.lw_dir, cfg, fingerprint(cfg, self.inputs.schema_text), started)
-        check_resumable(self.fs, f"{cfg.output.checkpoint.rstrip('/')}/spark", cfg)  # offsets of an older source
+        self.inputs.check_resumable(self.fs, f"{cfg.output.checkpoint.rstrip('/')}/spark")
 
     def close(self) -> None:
         """Give back the output path's lock (idempotent; :meth:`run` does it when it ends)."""
@@ -209,7 +208,7 @@ class Engine:
             return self.store.latest()
         manifest = self.drain() if drain else self.store.latest()
         if manifest.held_rows and self.planner.frontier is not None:
-            self.inputs.warn_held(manifest, self.planner.frontier, self.logs)
+            self.inputs.warn_held(manifest, self.logs)
         if once or drain:
             self.outputs.write_summary(self.summary(manifest))
         return manifest

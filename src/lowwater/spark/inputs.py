@@ -23,12 +23,13 @@ from pyspark.sql.types import StructType
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
 from lowwater.config.source import DATAFRAME
-from lowwater.core.frontier import ArrivalFrontier, FrontierState, lane_label
+from lowwater.core.frontier import FrontierState, lane_label
 from lowwater.core.watermarks import WatermarkStrategy
 from lowwater.io.files import CORRUPT, resolve_source_schema
 from lowwater.io.parse import normalise, normalise_source, unit_matters
 from lowwater.io.source import CaughtUp, StreamSource, lanes_of, open_source, source_kind
 from lowwater.io.sources import UnionSource, source_state_dir, to_layout, union_layout, union_payload
+from lowwater.runtime.fs import HadoopFS
 from lowwater.runtime.jobs import Background
 from lowwater.spark.held import CARRIED, HeldRows
 from lowwater.spark.ready import judged_rows, lane_column
@@ -147,8 +148,15 @@ class Inputs:
             logs.update(check.logs(spark_batch, stream))
         return logs or None
 
-    def warn_held(self, manifest: Manifest, frontier: ArrivalFrontier, logs: dict[str, bool] | None) -> None:
+    def check_resumable(self, fs: HadoopFS, spark_checkpoint: str) -> None:
+        """Refuse, in one line, a checkpoint whose offsets a source's kind cannot resume (``io/landing.py``)."""
+        for kind in dict.fromkeys(source_kind(s) for s in self.cfg.sources):
+            kind.check_resumable(fs, spark_checkpoint, self.cfg)
+
+    def warn_held(self, manifest: Manifest, logs: dict[str, bool] | None) -> None:
         """At the end of a run: name the lane that holds rows behind the frontier, and when they will be judged."""
+        frontier = self.lanes.frontier()
+        assert frontier is not None
         state = FrontierState.from_json(manifest.frontier)
         holder = frontier.holder(state, logs) or "-"
         who = f"source {holder!r}" if holder == lane_label(holder) else f"Kafka partition {lane_label(holder)}"
