@@ -55,6 +55,7 @@ from lowwater.runtime.columns import select
 from lowwater.runtime.fs import HadoopFS
 from lowwater.runtime.jobs import Background, without_aqe
 from lowwater.spark.clocked import ClockedRows, lookup_attach, lookup_needs
+from lowwater.spark.faults import crash_point as _fault  # tests patch it here
 from lowwater.spark.hooks import StepHooks
 from lowwater.spark.inputs import Inputs
 from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA, metrics_row, metrics_table
@@ -88,23 +89,6 @@ log = logging.getLogger("lowwater")
 STEP_CONF = {
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
-def _fault(point: str, step: int) -> None:
-    """Test-only crash injection: ``LOWWATER_FAULT=before_commit:3`` kills the process there.
-
-    ``before_commit:3:sigkill`` sends SIGKILL instead of exiting: to the
-    process group when this process leads it (a test started the driver in its
-    own session, so its JVM dies with it), else to this process.
-    """
-    spec = os.environ.get("LOWWATER_FAULT")
-    if spec and spec in (f"{point}:{step}", f"{point}:{step}:sigkill"):
-        log.error("LOWWATER_FAULT: crashing at %s of step %d", point, step)
-        if spec.endswith(":sigkill"):
-            import signal
-
-            if os.getpgrp() == os.getpid():
-                os.killpg(os.getpid(), signal.SIGKILL)
-            os.kill(os.getpid(), signal.SIGKILL)
-        os._exit(137)
 
 
 def wall_clock_us() -> int:
