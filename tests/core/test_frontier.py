@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lowwater.core.frontier import ArrivalFrontier, FrontierState
+from lowwater.core.frontier import ArrivalFrontier, FrontierState, Lanes
 from lowwater.core.judge import arrival_order, judge
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.watermarks import Punctuated, WatermarkStrategy
@@ -273,3 +273,12 @@ def test_without_the_backlog_a_cut_can_fool_idleness():
             "mid": (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object), [])}
     assert _cut_with_idleness(logs, told=True) == _judge_all(logs)
     assert _cut_with_idleness(logs, told=False) != _judge_all(logs)
+
+
+def test_rows_are_held_only_when_more_than_one_lane_can_deliver():
+    """One source is a union of one: no frontier unless a second source, or a source of partition lanes."""
+    assert not Lanes({"default": 60 * S}, (), "default").hold
+    assert Lanes({"default": 60 * S}, (), "default").frontier() is None
+    assert Lanes({}, ("default",), "default").hold  # Kafka's partitions: lanes of one source
+    both = Lanes({"a": None, "b": 10 * S}, ("k",))
+    assert both.hold and both.frontier() == ArrivalFrontier({"a": None, "b": 10 * S})  # partition lanes: no timeout

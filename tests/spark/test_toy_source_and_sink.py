@@ -6,6 +6,11 @@ order). The toy sink, ``[output] kind = "json_copy"``: every frame it is given
 as JSON lines under ``<output>/json_copy/<kind>/batch_id=<step>``, overwritten
 by a replayed step. Registered here, they run a pipeline through the engine;
 no existing file knows them.
+
+A kind may also declare what the engine asks of every source (``io/source.SourceKind``):
+its own schema, the layout its rows arrive in, its partitions as lanes of the
+arrival frontier and how to tell which are caught up. The toy
+``spark_json_lanes`` declares all four; the engine asks it as it asks Kafka.
 """
 
 from __future__ import annotations
@@ -20,13 +25,20 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
 
 from lowwater.config import ConfigError, SourceConfig, parse_config
 from lowwater.io.files import infer_schema
 from lowwater.io.headers import read_header
 from lowwater.io.sink import SinkContext, register_sink, unregister_sink
-from lowwater.io.source import Admitted, register_source_kind, unregister_source_kind
+from lowwater.io.source import (
+    Admitted,
+    SourceKind,
+    lanes_of,
+    register_source_kind,
+    source_kind,
+    unregister_source_kind,
+)
 from lowwater.io.sources import UnionSource
 from lowwater.spark.engine import Engine
 
@@ -79,6 +91,34 @@ class JsonCopySink:
 
     def deliver(self, step: int, spark_batch: int, metrics: dict[str, Any]) -> None:
         """Every write is final when made."""
+
+
+class EveryLaneCaughtUp:
+    """A :class:`~lowwater.io.source.CaughtUp`: the toy's two partitions, both caught up at every step."""
+
+    asked: list[int] = []
+
+    def logs(self, spark_batch: int, stream: object) -> dict[str, bool]:
+        self.asked.append(spark_batch)
+        return {"lane-0": True, "lane-1": True}
+
+    def close(self) -> None:
+        """Nothing held."""
+
+
+class PartitionedJsonKind(SourceKind):
+    """What ``spark_json_lanes`` declares: its schema, each partition a lane, its rows' layout, caught-up lanes."""
+
+    partition_lanes = True
+
+    def fixed_schema(self, src: SourceConfig) -> StructType:
+        return _parse_datatype_string(SCHEMA)
+
+    def layout(self, schema: StructType) -> StructType:
+        return StructType([*schema.fields, StructField("_file", StringType()), StructField("_block", LongType())])
+
+    def caught_up(self, spark: SparkSession, cfg: Any) -> EveryLaneCaughtUp:  # noqa: ANN401
+        return EveryLaneCaughtUp()
 
 
 @pytest.fixture
@@ -157,3 +197,36 @@ def test_the_toy_source_feeds_the_engine_and_the_toy_sink_receives_what_parquet_
     assert [r[0] for r in late] == [8.0]
     steps = spark.read.json(str(out / "json_copy" / "metrics")).select("batch_id", "rows").collect()
     assert sorted((r[0], r[1]) for r in steps) == [(0, 4), (1, 4), (2, 0)]
+
+
+def test_a_kind_declares_its_schema_lanes_and_layout_and_the_engine_asks_it(registered, spark, tmp_path):
+    register_source_kind("spark_json_lanes", SparkJsonSource, PartitionedJsonKind())  # one line, a kind of its own
+    try:
+        data = _config(tmp_path)
+        del data["source"]["schema"]  # the kind fixes its own
+        data["source"]["format"] = "spark_json_lanes"
+        cfg = parse_config(data, tmp_path)
+        assert isinstance(source_kind(cfg.source), PartitionedJsonKind)
+        assert lanes_of(cfg).hold and lanes_of(cfg).by_partition == (cfg.source.name,)
+        engine = Engine(cfg, spark)
+        try:
+            assert engine.schema == _parse_datatype_string(SCHEMA)  # no schema key, no file read
+            assert engine.held is not None  # its partitions are lanes: rows may wait behind the frontier
+            assert "_carried" not in engine.held.layout.fieldNames() and "_event_us" in engine.held.layout.fieldNames()
+            assert engine.planner.frontier is not None  # the same lanes on either row clock
+            assert engine.row_clock is None or engine.row_clock.frontier is not None
+            assert engine.inputs.caught_up(7, None) == {"lane-0": True, "lane-1": True}
+            assert EveryLaneCaughtUp.asked[-1] == 7
+        finally:
+            engine.close()
+        # The toy of the other tests declares nothing: one lane, nothing held, nothing to ask.
+        plain = parse_config(_config(tmp_path / "plain"), tmp_path / "plain")
+        assert not lanes_of(plain).hold
+        engine = Engine(plain, spark)
+        try:
+            assert engine.held is None and engine.planner.frontier is None
+            assert engine.inputs.caught_up(7, None) is None
+        finally:
+            engine.close()
+    finally:
+        unregister_source_kind("spark_json_lanes")

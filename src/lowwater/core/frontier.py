@@ -113,6 +113,29 @@ def lane_label(lane: str) -> str:
     return lane.rsplit(LANE_SEP, 1)[-1]
 
 
+@dataclass(frozen=True)
+class Lanes:
+    """How a pipeline's rows fall into lanes, as its sources declare them (``io/source.SourceKind``).
+
+    ``own``: the sources that are one lane each, with their ``idle_timeout`` (None: never idle);
+    ``by_partition``: the sources each of whose partitions is a lane (Kafka's); ``single``: the name of
+    the only source of a ``[source]`` table (its rows carry no ``_source`` column), else None.
+    """
+
+    own: Mapping[str, int | None]
+    by_partition: tuple[str, ...] = ()
+    single: str | None = None
+
+    @property
+    def hold(self) -> bool:
+        """Rows may wait behind the frontier: more than one lane can deliver (one source: a union of one)."""
+        return len(self.own) + len(self.by_partition) > 1 or bool(self.by_partition)
+
+    def frontier(self) -> ArrivalFrontier | None:
+        """The frontier rule over these lanes (None: one lane, nothing is ever held)."""
+        return ArrivalFrontier(dict(self.own)) if self.hold else None
+
+
 @dataclass
 class FrontierState:
     """Per source, the latest arrival it has delivered (``NEG_INF``: nothing yet); the run's first arrival."""

@@ -26,6 +26,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, _pa
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig, check_columns
 from lowwater.io.checkpoint import start_fresh
 from lowwater.io.headers import landing_files, saved_schema  # noqa: F401 - their home before io/headers.py
+from lowwater.io.source import source_kind
 
 CORRUPT = "_corrupt_record"
 
@@ -82,10 +83,9 @@ def infer_schema(spark: SparkSession, src: SourceConfig, prefer: Collection[str]
     ``prefer``: the columns the configuration names, which keep their spelling
     where the input has names that differ only in case (:func:`keep_one_spelling`).
     """
-    if src.kafka is not None:  # the value's fields and the record's columns (io/kafka.py)
-        from lowwater.io.kafka import kafka_schema
-
-        return kafka_schema(src)
+    fixed = source_kind(src).fixed_schema(src)  # a kind's own (Kafka: the value's fields, the record's columns)
+    if fixed is not None:
+        return fixed
     if src.schema:
         try:
             parsed = _parse_datatype_string(src.schema)

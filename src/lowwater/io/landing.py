@@ -44,7 +44,6 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from lowwater.config import ConfigError, PipelineConfig, SourceConfig
-from lowwater.config.source import DATAFRAME
 from lowwater.io.checkpoint import start_fresh
 from lowwater.io.delta_log import order_key, split_name
 from lowwater.io.filelog import DeltaFileLog, FileLog
@@ -260,8 +259,6 @@ def check_resumable(fs: HadoopFS, spark_checkpoint: str, cfg: PipelineConfig) ->
     Spark's own file source (``{"logOffset": n}``, files in modification-time
     order) cannot be resumed in name order: its micro-batches named other files.
     """
-    if any(s.kafka is not None or s.format == DATAFRAME for s in cfg.sources):
-        return  # Spark's Kafka offsets, or a DataFrame's own source's (the fingerprint refuses a format switch)
     offsets = f"{spark_checkpoint.rstrip('/')}/offsets"
     if not fs.exists(offsets):
         return

@@ -42,34 +42,26 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lowwater.config import ConfigError, PipelineConfig
-from lowwater.config.source import DATAFRAME
-from lowwater.core.frontier import FrontierState, lane_label
+from lowwater.config import PipelineConfig
 from lowwater.core.lateness import DRAINED_REASON
 from lowwater.core.tracker import TrackerState, WatermarkTracker
 from lowwater.io.checkpoint import admit_after_drain, check_fingerprint, fingerprint
-from lowwater.io.file_backlog import FileBacklogs
-from lowwater.io.files import CORRUPT, PARSE_CONF, resolve_schema, resolve_source_schema
-from lowwater.io.kafka import kafka_rows_layout
-from lowwater.io.kafka_logs import KafkaLogs
-from lowwater.io.landing import check_resumable
+from lowwater.io.files import PARSE_CONF
 from lowwater.io.lock import PipelineLock, hold
 from lowwater.io.outputs import ParquetOutputs
-from lowwater.io.parse import normalise, normalise_source, unit_matters
 from lowwater.io.sink import Sinks, output_sinks
 from lowwater.io.source import Admitted, StreamSource
-from lowwater.io.sources import source_state_dir, to_layout, union_layout, union_payload
 from lowwater.runtime.columns import select
 from lowwater.runtime.fs import HadoopFS
 from lowwater.runtime.jobs import Background, without_aqe
 from lowwater.spark.clocked import ClockedRows, lookup_attach, lookup_needs
-from lowwater.spark.held import CARRIED, HeldRows
+from lowwater.spark.faults import crash_point as _fault  # tests patch it here
 from lowwater.spark.hooks import StepHooks
+from lowwater.spark.inputs import Inputs
 from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA, metrics_row, metrics_table
 from lowwater.spark.operators import OperatorContext, WindowOperator, build_operator
 from lowwater.spark.planner import StepPlanner
 from lowwater.spark.query import QueryControl, StopRequested
-from lowwater.spark.ready import judged_rows, lane_column
 from lowwater.spark.row_clock import ExecutorClock, plan_of, unavailable
 from lowwater.spark.state import Manifest
 from lowwater.spark.step import (
@@ -97,23 +89,6 @@ log = logging.getLogger("lowwater")
 STEP_CONF = {
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
-def _fault(point: str, step: int) -> None:
-    """Test-only crash injection: ``LOWWATER_FAULT=before_commit:3`` kills the process there.
-
-    ``before_commit:3:sigkill`` sends SIGKILL instead of exiting: to the
-    process group when this process leads it (a test started the driver in its
-    own session, so its JVM dies with it), else to this process.
-    """
-    spec = os.environ.get("LOWWATER_FAULT")
-    if spec and spec in (f"{point}:{step}", f"{point}:{step}:sigkill"):
-        log.error("LOWWATER_FAULT: crashing at %s of step %d", point, step)
-        if spec.endswith(":sigkill"):
-            import signal
-
-            if os.getpgrp() == os.getpid():
-                os.killpg(os.getpid(), signal.SIGKILL)
-            os.kill(os.getpid(), signal.SIGKILL)
-        os._exit(137)
 
 
 def wall_clock_us() -> int:
@@ -156,42 +131,10 @@ class Engine:
         for k, v in {**PARSE_CONF, **STEP_CONF}.items():
             spark.conf.set(k, v)
         self.lw_dir = f"{cfg.output.checkpoint.rstrip('/')}/lowwater"
-        self.held: HeldRows | None = None
-        source = self.given_source
-        wants = [s for s in cfg.sources if s.format == DATAFRAME]
-        if source is None and wants:
-            msg = f"{wants[0].key('format')}: \"dataframe\" needs the DataFrame (lw.stream(df, ...))"
-            raise ConfigError(msg)
-        if cfg.named_sources:  # [[source]] tables: each source its own schema, laid out as one (io/sources.py)
-            self.schemas = dict(source.schemas) if source is not None else {  # a handed-in source's own
-                s.name: resolve_source_schema(spark, cfg, s, source_state_dir(self.lw_dir, s.name))
-                for s in cfg.sources
-            }
-            self.schema = union_payload(spark, self.schemas)
-            self.input_layout = union_layout(self.schema)
-            if cfg.multi_source:
-                self.held = HeldRows(spark, f"{self.lw_dir}/held", self.input_layout)
-            unit = {name: unit_matters(sch[cfg_src.event_time].dataType)
-                    for (name, sch), cfg_src in zip(self.schemas.items(), cfg.sources, strict=True)}
-            schema_text: str | dict[str, str] = {n: sch.simpleString() for n, sch in self.schemas.items()}
-        else:
-            self.schema = source.schema if source is not None else resolve_schema(spark, cfg, self.lw_dir)
-            self.schemas = {cfg.source.name: self.schema}
-            unit = {cfg.source.name: unit_matters(self.schema[cfg.source.event_time].dataType)}
-            schema_text = self.schema.simpleString()
-            if cfg.source.kafka is not None:  # each partition a lane of the arrival frontier: rows may be held
-                # what KafkaSource.admit gives, or a handed-in Kafka DataFrame's source (api/running.py)
-                self.input_layout = kafka_rows_layout(self.schema) if source is None else source.layout
-                held_layout = normalise(spark.createDataFrame([], self.input_layout), cfg).schema
-                self.held = HeldRows(spark, f"{self.lw_dir}/held", held_layout)
-        # Kafka: which partitions are caught up at a step (io/kafka_logs.py); their rows' lanes (spark/ready.py).
-        kafka = [s.name for s in cfg.sources if s.kafka is not None]
-        self.kafka_logs = KafkaLogs(spark, cfg) if kafka else None
-        # A file source that may go idle: which ones have landed, unread files at a step (io/file_backlog.py).
-        idle_files = any(s.kafka is None and s.watermark.idle_timeout_us is not None for s in cfg.sources)
-        self.file_backlogs = FileBacklogs(self.fs, cfg) if cfg.multi_source and idle_files else None
-        self.logs: dict[str, bool] | None = None
-        self.lane = lane_column(kafka, None if cfg.named_sources else cfg.source.name) if self.held else None
+        # The sources as one union, whatever their kinds: schemas, layout, lanes, held rows (spark/inputs.py).
+        self.inputs = Inputs(spark, cfg, self.lw_dir, self.given_source)
+        self.schema, self.schemas, self.held = self.inputs.schema, self.inputs.schemas, self.inputs.held
+        self.logs: dict[str, bool] | None = None  # the lanes caught up at the last step (the held-rows warning)
         self.clock: Callable[[], int] = wall_clock_us  # injectable (tests): read at each use, never bound
         self.outputs = ParquetOutputs(spark, cfg.output.path)
         # [output] kind's sink beside the Parquet output (io/sink.register_sink: postgres, delta, ...).
@@ -202,7 +145,7 @@ class Engine:
         ))
         # The driver's clock judges windows only for an operator that takes its verdicts (not the join).
         windows = getattr(self.operator, "window_verdicts", True)
-        self.planner = StepPlanner(cfg, unit, lambda: self.clock(), windows=windows)
+        self.planner = StepPlanner(cfg, self.inputs.unit, lambda: self.clock(), windows=windows)
         # Where W(r) is computed (ADR 0032): on the executors where the pipeline and the operator allow, else
         # on the driver.
         forced = os.environ.get("LOWWATER_ROW_CLOCK", "").strip().lower() == "driver"
@@ -213,16 +156,16 @@ class Engine:
         self._outputs_ready = False
         self.control = QueryControl(self)
         started = self.fs.exists(f"{cfg.output.checkpoint.rstrip('/')}/spark/offsets") or self.store.latest().step >= 0
-        check_fingerprint(self.fs, self.lw_dir, cfg, fingerprint(cfg, schema_text), started)
-        check_resumable(self.fs, f"{cfg.output.checkpoint.rstrip('/')}/spark", cfg)  # offsets of an older source
+        check_fingerprint(self.fs, self.lw_dir, cfg, fingerprint(cfg, self.inputs.schema_text), started)
+        self.inputs.check_resumable(self.fs, f"{cfg.output.checkpoint.rstrip('/')}/spark")
 
     def close(self) -> None:
         """Give back the output path's lock (idempotent; :meth:`run` does it when it ends)."""
         if self._lock is not None:
             self._lock.release()
             self._lock = None
-        if getattr(self, "kafka_logs", None) is not None:
-            self.kafka_logs.close()
+        if getattr(self, "inputs", None) is not None:
+            self.inputs.close()
 
     # -- running -------------------------------------------------------------------
 
@@ -249,15 +192,7 @@ class Engine:
             return self.store.latest()
         manifest = self.drain() if drain else self.store.latest()
         if manifest.held_rows and self.planner.frontier is not None:
-            state = FrontierState.from_json(manifest.frontier)
-            holder = self.planner.frontier.holder(state, self.logs) or "-"
-            who = f"source {holder!r}" if holder == lane_label(holder) else f"Kafka partition {lane_label(holder)}"
-            log.warning(
-                "%d row(s) held behind the arrival frontier: %s has delivered nothing after %s; they are "
-                "judged when it does, when it goes idle (its watermark's idle_timeout, once none of its files is "
-                "left unread; a Kafka partition: when it is caught up), or at --drain",
-                manifest.held_rows, who, format_ts(self.planner.frontier.frontier_us(state, self.logs)),
-            )
+            self.inputs.warn_held(manifest, self.logs)
         if once or drain:
             self.outputs.write_summary(self.summary(manifest))
         return manifest
@@ -275,14 +210,11 @@ class Engine:
 
     def _tracker(self, prev: Manifest) -> WatermarkTracker:
         """The watermark tracker as ``prev`` left it: one strategy per source."""
-        strategies = self.cfg.strategies if self.cfg.named_sources else self.cfg.watermark
-        return WatermarkTracker(strategies, TrackerState.from_json(prev.tracker) if prev.tracker else None)
+        return WatermarkTracker(self.inputs.strategies, TrackerState.from_json(prev.tracker) if prev.tracker else None)
 
     def normalised(self, name: str, raw: DataFrame) -> DataFrame:
         """A named source's raw rows, normalised and laid out like every source's (tests land files this way)."""
-        src = next(s for s in self.cfg.sources if s.name == name)
-        return to_layout(normalise_source(raw, src, tuple(self.cfg.window.value_columns), named=True),
-                         self.input_layout, name)
+        return self.inputs.normalised(name, raw)
 
     def process_batch(
         self, df: DataFrame, spark_batch: int, admitted: Admitted | None = None, release: bool = False,
@@ -307,23 +239,18 @@ class Engine:
             # and the row ids come out the same (same files, same splits); the
             # executors check every id they look up and the operator checks
             # their verdicts against the driver's.
-            parsed = df if cfg.named_sources else normalise(df, cfg)
-            if self.held is not None:  # rows held behind the arrival frontier come first
-                parsed = parsed.withColumn(CARRIED, F.lit(False))
-                carried = self.held.read(prev)
-                if carried is not None:
-                    parsed = parsed.unionByName(carried)
+            parsed = self.inputs.carried(self.inputs.parse(df), prev)  # rows held behind the frontier come first
             parsed = parsed.withColumn("_rid", F.monotonically_increasing_id())
-            logs = None if release else self._logs(spark_batch)
+            logs = None if release else self.inputs.caught_up(spark_batch, self.control.source)
             self.logs = logs  # the inputs caught up at the last step (the held-rows warning names the holder)
             if self._executors_keep_clock(prev, release):
-                # A Kafka batch is laid out whole and read once; files only with what the operator reads
-                # (dead letters, held and late rows re-read them, as with the driver's clock).
-                kafka = self.kafka_logs is not None
-                columns = None if kafka else self.operator.row_columns()
+                # A batch read whole (Kafka's) is laid out whole and read once; files only with what the operator
+                # reads (dead letters, held and late rows re-read them, as with the driver's clock).
+                whole = self.inputs.read_whole
+                columns = None if whole else self.operator.row_columns()
                 with without_aqe(self.spark):  # its one exchange is not a job of its own; nothing else runs yet
                     clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns)
-                if kafka:
+                if whole:
                     parsed = clocked.laid
                 if prev.drained and clocked.counts.rows + clocked.dead:  # refused before anything is written
                     admit_after_drain(cfg, clocked.counts.rows + clocked.dead, self.after_drain)
@@ -338,7 +265,7 @@ class Engine:
                 plan = self.planner.plan(compact, tracker, prev, release=release, logs=logs)
                 assert plan.lookup is not None
                 markers = self.planner.markers
-                rows = ClockedRows(judged_rows(parsed, plan.ready_bounds, markers=markers, lane=self.lane),
+                rows = ClockedRows(self.inputs.judged(parsed, plan.ready_bounds, markers),
                                    lookup_attach(self.spark.sparkContext.broadcast(plan.lookup), markers),
                                    lookup_needs(markers), len(plan.lookup[0]))
                 plan = replace(plan, admit_us=admit_us, rows=rows)
@@ -347,18 +274,14 @@ class Engine:
             # side with it (runtime/jobs.py), all finished before the commit.
             beside: list[Background] = []
             if plan.dead:
-                beside.append(Background(lambda: self._write_dead_letters(parsed, step)))
+                beside.append(Background(lambda: self.sinks.write("dead_letter", step, self.inputs.dead(parsed))))
             else:
                 self.sinks.clear("dead_letter", step)
-            held_job = None
-            if self.held is not None and plan.held:
-                rows = judged_rows(parsed, plan.ready_bounds, held=True, lane=self.lane)
-                held_job = Background(lambda: self.held.write(step, rows, plan.held))
-                beside.append(held_job)
+            held_job = self.inputs.hold(parsed, plan.ready_bounds, step, plan.held)  # HeldRows.write, beside
+            beside += [held_job] if held_job is not None else []
             try:
-                result = self.operator.step(
-                    judged_rows(parsed, plan.ready_bounds, markers=self.planner.markers, lane=self.lane),
-                    plan, prev, step, cache)
+                result = self.operator.step(self.inputs.judged(parsed, plan.ready_bounds, self.planner.markers),
+                                            plan, prev, step, cache)
             finally:  # never leave a write running behind a failed step; its own failure fails the step
                 for job in beside:
                     job.join()
@@ -390,29 +313,11 @@ class Engine:
             return False
         return prev.tracker is not None or not any(self.planner.unit_matters.values())
 
-    def _logs(self, spark_batch: int) -> dict[str, bool] | None:
-        """Which inputs have nothing landed and unread at this step: Kafka partitions and file sources."""
-        logs: dict[str, bool] = {}
-        if self.kafka_logs is not None:
-            logs.update(self.kafka_logs.logs(spark_batch))
-        landed = getattr(self.control.source, "landed", None)  # the running query's file logs (io/sources.py)
-        if self.file_backlogs is not None and landed is not None:
-            logs.update(self.file_backlogs.logs(spark_batch, landed()))
-        return logs or None
-
     def _ensure_outputs(self) -> None:
         """Once per engine: every output exists and reads as an empty table with its columns (``io/sink``)."""
         if not self._outputs_ready:
             self.sinks.prepare_all(self.schema, self.operator.empty_results(), METRICS_ARROW, METRICS_SCHEMA)
             self._outputs_ready = True
-
-    def _write_dead_letters(self, parsed: DataFrame, step: int) -> None:
-        cols = [F.col(c) for c in self.schema.fieldNames()]
-        raw = F.col(CORRUPT) if CORRUPT in parsed.columns else F.lit(None).cast("string")
-        dead = parsed.filter(F.col("_dead").isNotNull()).select(
-            *cols, raw.alias("raw"), F.col("_dead").alias("reason"), F.col("_file").alias("source_file")
-        )
-        self.sinks.write("dead_letter", step, dead)
 
     def _commit(
         self, report: StepReport, tracker: WatermarkTracker, prev: Manifest, buckets: dict,
@@ -436,8 +341,7 @@ class Engine:
             held=held,
         )
         self.store.commit(manifest)
-        if self.held is not None:
-            self.held.collect_garbage(self.store.live_versions())
+        self.inputs.collect_garbage(self.store.live_versions())
         _fault("after_commit", report.step)
         self.reports.append(report)
         self.observers.on_step(report.step, metrics, manifest.totals)
@@ -461,7 +365,7 @@ class Engine:
         """
         prev = self.store.latest()
         if prev.held_rows and not prev.drained:
-            self.process_batch(self.spark.createDataFrame([], self.input_layout), prev.spark_batch, release=True)
+            self.process_batch(self.inputs.empty(), prev.spark_batch, release=True)
             prev = self.store.latest()
         if not prev.drained:
             self.sinks.begin_step(prev.step + 1)  # forget what an interrupted drain staged

@@ -17,12 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lowwater.config import PipelineConfig
-from lowwater.core.frontier import LANE_SEP, ArrivalFrontier, FrontierState, lane_label
+from lowwater.core.frontier import LANE_SEP, FrontierState, lane_label
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import PartitionCodes, WatermarkTracker
 from lowwater.core.windows import NoWindows
 from lowwater.io.parse import check_time_unit
+from lowwater.io.source import lanes_of
 from lowwater.spark.state import Manifest
 from lowwater.spark.step import StepPlan
 from lowwater.time import NEG_INF
@@ -45,7 +46,8 @@ def order_columns(cfg: PipelineConfig) -> list[str]:
     """Arrival order within an input (after the input itself), the one rule both row clocks sort by.
 
     The arrival clock when every source has one, the offset when every source has one, the source's own
-    order (file, block) unless both are there or a Kafka lane needs its topic-partition, the row id last.
+    order (file, block) unless both are there or a partition lane (Kafka's) needs its topic-partition, the row
+    id last.
     """
     sources = cfg.sources
     cols = []
@@ -53,7 +55,7 @@ def order_columns(cfg: PipelineConfig) -> list[str]:
         cols.append("_arrival_us")
     if all(s.offset for s in sources):
         cols.append("_offset")
-    if not all(s.arrival_time and s.offset for s in sources) or any(s.kafka is not None for s in sources):
+    if not all(s.arrival_time and s.offset for s in sources) or lanes_of(cfg).by_partition:
         cols += ["_file", "_block"]  # the source's own order breaks ties (a Kafka lane's topic-partition)
     return [*cols, "_rid"]
 
@@ -76,13 +78,10 @@ class StepPlanner:
         self.unit_matters = unit_matters  # per source: its event-time column is numeric (time_unit applies)
         self.clock = clock
         self.markers = any(s.marker for s in cfg.sources)
-        # Several sources, or a Kafka source (each partition a lane): rows wait behind the arrival
-        # frontier (core/frontier.py).
-        self.kafka = [s.name for s in cfg.sources if s.kafka is not None]
-        self.frontier = (
-            ArrivalFrontier({s.name: s.watermark.idle_timeout_us for s in cfg.sources if s.kafka is None})
-            if cfg.multi_source or self.kafka else None
-        )
+        # Several sources, or a source of several lanes (Kafka's partitions): rows wait behind the arrival
+        # frontier (core/frontier.py), each in the lane its source declares (io/source.SourceKind).
+        self.lanes_of = lanes_of(cfg)
+        self.frontier = self.lanes_of.frontier()
 
     def compact_columns(self) -> list[str]:
         """What the driver needs per row: ~30-40 bytes, no payload."""
@@ -91,24 +90,25 @@ class StepPlanner:
             cols.append("_marker")
         if self.cfg.multi_source:
             cols += ["_source", "_part", "_carried"]
-        elif self.kafka:
+        elif self.frontier is not None:  # one source of several lanes
             cols += ["_part", "_carried"]
         return cols
 
     def lanes(self, compact: pa.Table) -> np.ndarray:
-        """Each row's lane of the arrival frontier: its source, or for Kafka its source's topic-partition.
+        """Each row's lane of the arrival frontier: its source, or (a source of partition lanes) its partition.
 
         The same strings as ``core/frontier.kafka_lane`` and ``spark/ready.lane_column``.
         """
-        single = "_source" not in compact.column_names  # one [source] table: a Kafka topic
+        by_partition = self.lanes_of.by_partition
+        single = "_source" not in compact.column_names  # one source: a source of partition lanes
         source = pa.scalar(self.cfg.source.name) if single else compact.column("_source")
-        if not self.kafka:
+        if not by_partition:
             return source.to_numpy(zero_copy_only=False)
         part = pc.cast(compact.column("_part"), pa.string())  # several topics: the topic-partition (ADR 0043)
         part = pc.if_else(pc.match_substring(part, "-"), part, pc.utf8_lpad(part, 10, "0"))
         lane = pc.binary_join_element_wise(source, part, compact.column("_file"), LANE_SEP)
         if not single:
-            lane = pc.if_else(pc.is_in(source, value_set=pa.array(self.kafka, pa.string())), lane, source)
+            lane = pc.if_else(pc.is_in(source, value_set=pa.array(by_partition, pa.string())), lane, source)
         return lane.to_numpy(zero_copy_only=False)
 
     def _hold(

@@ -16,8 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.utils import CapturedException
 
 from lowwater.config import ConfigError
-from lowwater.io.source import StreamSource, open_source
-from lowwater.io.sources import UnionSource
+from lowwater.io.source import StreamSource
 
 if TYPE_CHECKING:
     from lowwater.spark.engine import Engine
@@ -66,12 +65,7 @@ class QueryControl:
         eng, cfg = self.engine, self.engine.cfg
         if trigger_interval is None and cfg.trigger_interval_us is not None:
             trigger_interval = f"{cfg.trigger_interval_us // 1000} milliseconds"
-        if eng.given_source is not None:  # handed in (the Python API's DataFrame, api/running.py)
-            self.source = eng.given_source
-        elif cfg.named_sources:
-            self.source = UnionSource(eng.spark, cfg, eng.schemas, eng.lw_dir)
-        else:
-            self.source = open_source(eng.spark, cfg.source, eng.schema, eng.lw_dir)
+        self.source = eng.inputs.open()  # handed in, a union of [[source]] tables, or the source (spark/inputs.py)
         spark_dir = f"{cfg.output.checkpoint.rstrip('/')}/spark"
         offset_log = getattr(self.source, "use_offset_log", None)  # a file log: positions without a Spark job
         if offset_log is not None:

@@ -19,19 +19,19 @@ from pyspark.sql import functions as F
 from lowwater.core.frontier import LANE_SEP, tie_key
 
 
-def lane_column(kafka: Sequence[str], single: str | None = None) -> Column:
+def lane_column(by_partition: Sequence[str], single: str | None = None) -> Column:
     """Each row's lane (``core/frontier.py``): its ``_source``, or for Kafka ``source, partition, topic-partition``.
 
-    ``kafka``: the Kafka sources' names; ``single``: the name of the only
+    ``by_partition``: the sources whose partitions are lanes (Kafka's); ``single``: the name of the only
     source of a ``[source]`` table (its rows have no ``_source`` column).
     """
     source = F.lit(single) if single is not None else F.col("_source")
-    if not kafka:
+    if not by_partition:
         return source
     part = F.col("_part").cast("string")  # a source of several topics: already its topic-partition (ADR 0043)
     middle = F.when(part.contains("-"), part).otherwise(F.lpad(part, 10, "0"))
     lane = F.concat_ws(LANE_SEP, source, middle, F.col("_file"))
-    return lane if single is not None else F.when(source.isin(*kafka), lane).otherwise(source)
+    return lane if single is not None else F.when(source.isin(*by_partition), lane).otherwise(source)
 
 
 def ready_column(bounds: dict[str, tuple[int, str] | None], lane: Column | None = None) -> Column:

@@ -42,13 +42,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
-from lowwater.core.frontier import LANE_SEP, ArrivalFrontier, FrontierState, lane_label
+from lowwater.core.frontier import LANE_SEP, FrontierState, lane_label
 from lowwater.core.row_clock import FoldCounts, PartitionSummary, WatermarkStepFunction, fold, gap_for
 from lowwater.core.row_clock import summarise_partition as summarise
 from lowwater.core.row_clock.keys import pack, unpack
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.tracker_state import DEFAULT_SOURCE, TrackerState
 from lowwater.core.watermarks import PartitionRows, WatermarkStrategy, clip_future
+from lowwater.io.source import lanes_of
 from lowwater.spark.clocked import Attach, Batches, ClockedRows, with_clock
 from lowwater.spark.held import CARRIED
 from lowwater.spark.planner import order_columns
@@ -225,13 +226,9 @@ class ExecutorClock:
         self.markers = any(s.marker for s in cfg.sources)
         self.group = "_input" if self.several else "_psort"
         self.order = [self.group, *order_columns(cfg)]
-        kafka = [s.name for s in cfg.sources if s.kafka is not None]  # each partition a lane of the frontier
-        self.frontier = None
-        self.lane = None
-        if self.several or kafka:
-            files = {s.name: s.watermark.idle_timeout_us for s in cfg.sources if s.kafka is None}
-            self.frontier = ArrivalFrontier(files)
-            self.lane = lane_column(kafka, None if cfg.named_sources else cfg.source.name)
+        lanes = lanes_of(cfg)  # as the sources declare them (io/source.SourceKind): Kafka's partitions each one
+        self.frontier = lanes.frontier()
+        self.lane = lane_column(lanes.by_partition, lanes.single) if self.frontier is not None else None
 
     def needs(self) -> tuple[str, ...]:
         return ("_dead", self.group, "_arrival_us", *(("_marker",) if self.markers else ()))

@@ -1,0 +1,33 @@
+"""Test-only crash injection at the points of a step's commit (``LOWWATER_FAULT``).
+
+The crash tests kill the driver between a step's writes, its delivery and its
+manifest, and check that a restart replays the step to the same outputs
+(SEMANTICS.md §8). The engine calls :func:`crash_point` at each point; it does
+nothing unless the environment names that point and step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger("lowwater")
+
+
+def crash_point(point: str, step: int) -> None:
+    """``LOWWATER_FAULT=before_commit:3`` kills the process there.
+
+    ``before_commit:3:sigkill`` sends SIGKILL instead of exiting: to the
+    process group when this process leads it (a test started the driver in its
+    own session, so its JVM dies with it), else to this process.
+    """
+    spec = os.environ.get("LOWWATER_FAULT")
+    if spec and spec in (f"{point}:{step}", f"{point}:{step}:sigkill"):
+        log.error("LOWWATER_FAULT: crashing at %s of step %d", point, step)
+        if spec.endswith(":sigkill"):
+            import signal
+
+            if os.getpgrp() == os.getpid():
+                os.killpg(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(137)
