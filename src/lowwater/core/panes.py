@@ -15,11 +15,14 @@ what each carries:
   ``retraction`` carrying the previously emitted full value and its revision,
   then the new full value.
 
-:class:`Pane` is the reference state machine (pure Python, one value column);
-``spark/operators/windowed/fold.py`` applies the same rule to every (key, window) of a step
-with Spark SQL, and the tests hold the two together. :func:`fold` is the fold
-property: folding a window's emissions the way its mode prescribes gives the
-value of all its admitted rows.
+What each carries, and when, is stated once in ``core/pane_rules.py``:
+:class:`Pane` (pure Python, one value column) follows it, as do the session
+machine and the Spark fold (``spark/operators/windowed/fold.py``, every
+(key, window) of a step in Spark SQL); the tests hold them together.
+:class:`WindowPanes` is every (key, window)'s panes, as the core runs a
+windowed aggregation (the scenario runner's core path, windows after a join).
+:func:`fold` is the fold property: folding a window's emissions the way its
+mode prescribes gives the value of all its admitted rows.
 
 Times are integer µs of processing (wall-clock) time.
 
