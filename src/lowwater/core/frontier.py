@@ -72,11 +72,13 @@ Pure numpy; the engine keeps :class:`FrontierState` in its manifest.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from lowwater.core.watermarks.idleness import active_until_us
 from lowwater.time import NEG_INF, POS_INF
 
 LANE_SEP = "\x00"  # sorts before every printable character: (source, partition) order is kept
@@ -106,6 +108,15 @@ def kafka_lane(source: str, partition: int, topic: str, by_topic: bool = False) 
 def tie_key(lane: str) -> str:
     """What arrival order compares at equal arrival times: the source (a file source) or (source, partition)."""
     return LANE_SEP.join(lane.split(LANE_SEP)[:2])
+
+
+def before_bound(arrival: Any, lane: str, bound: tuple[int, str], lit: Callable[[Any], Any] = lambda x: x) -> Any:
+    """Whether rows of ``lane`` arriving at ``arrival`` sort before ``bound`` = ``(at, first lane)`` in arrival
+    order: an earlier arrival, or the same one and ``lane``'s tie key sorts first. ``arrival`` is a numpy array
+    (the driver's mask, :meth:`ArrivalFrontier.ready`) or a Spark column with ``lit = F.lit`` (the executors'
+    filter, ``spark/ready.py``): one rule for both, as ``<``, ``==``, ``&`` and ``|`` mean the same there."""
+    at, first = bound
+    return (arrival < lit(at)) | ((arrival == lit(at)) & lit(tie_key(lane) < tie_key(first)))
 
 
 def lane_label(lane: str) -> str:
@@ -204,9 +215,7 @@ class ArrivalFrontier:
         for name, timeout in self.idle_timeout_us.items():
             if timeout is None or clock <= NEG_INF or not (logs or {}).get(name, True):
                 continue
-            since = state.latest_us.get(name, NEG_INF)
-            since = state.start_us if since <= NEG_INF else since
-            if since + timeout < clock:
+            if clock > active_until_us(state.latest_us.get(name, NEG_INF), state.start_us, timeout):
                 out.append(name)
         return out
 
@@ -273,6 +282,5 @@ class ArrivalFrontier:
             if bound is None:
                 out[rows] = True
                 continue
-            at, first = bound
-            out[rows] = (arr[rows] < at) | ((arr[rows] == at) & (tie_key(name) < tie_key(first)))
+            out[rows] = before_bound(arr[rows], name, bound)
         return out

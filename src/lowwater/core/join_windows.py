@@ -37,7 +37,7 @@ import numpy as np
 
 from lowwater.core.join import IntervalJoin, Joined, JoinRow, TooLate
 from lowwater.core.lateness import Lateness, classify
-from lowwater.core.panes import Agg, Emission, Pane, input_agg
+from lowwater.core.panes import Agg, Emission, WindowPanes
 from lowwater.core.partials import COLUMN
 from lowwater.core.triggers import AccumulationMode
 from lowwater.core.windows import WindowAssigner
@@ -98,20 +98,14 @@ class JoinWindows:
     # None: the row count only.
     columns: Sequence[str | tuple[str, str] | None]
     mode: AccumulationMode = AccumulationMode.ACCUMULATING
-    open: dict[tuple, list[Pane]] = field(default_factory=dict)
-    fired: dict[tuple, list[Pane]] = field(default_factory=dict)
     verdicts: dict[Lateness, int] = field(default_factory=lambda: dict.fromkeys(Lateness, 0))
     too_late: list[tuple] = field(default_factory=list)
+    panes: WindowPanes = field(init=False)
 
     def __post_init__(self) -> None:
         self.columns = list(self.columns) or [None]
-
-    @staticmethod
-    def _agg(values: Mapping[str, Any], column: str | tuple[str, str] | None, at: tuple) -> Agg:
-        if column is None:
-            return input_agg(1.0)
-        name, of = (column, COLUMN) if isinstance(column, str) else column
-        return input_agg(values.get(name), of, at)  # a null: counted in rows only
+        inputs = [c if c is None or isinstance(c, tuple) else (c, COLUMN) for c in self.columns]
+        self.panes = WindowPanes(inputs, self.mode)  # a null value: counted in rows only
 
     def on_row(self, key: tuple, event_us: int, values: Mapping[str, Any], watermark_us: int,
                arrival: tuple[int, ...] = ()) -> list[WindowResult]:
@@ -128,13 +122,9 @@ class JoinWindows:
             self.verdicts[Lateness(v)] += 1
             win = (key, start, end)
             if v == Lateness.ON_TIME:
-                panes = self.open.setdefault(win, [Pane(self.mode) for _ in self.columns])
-                for pane, c in zip(panes, self.columns, strict=True):
-                    pane.admit(self._agg(values, c, at), now_us=0)
+                self.panes.admit(win, values, at)
             elif v == Lateness.LATE_UPDATE:
-                panes = self.fired.setdefault(win, [Pane(self.mode, fired=True) for _ in self.columns])
-                out += self._results(win, [p.late(self._agg(values, c, at))
-                                           for p, c in zip(panes, self.columns, strict=True)])
+                out += self._results(self.panes.late(win, values, at))
             else:
                 self.too_late.append((key, start, end, watermark_us))
         return out
@@ -145,20 +135,14 @@ class JoinWindows:
 
     def fire(self, watermark_us: int) -> list[WindowResult]:
         """Every open window whose end ``W`` has reached fires (``POS_INF``: the drain)."""
-        out: list[WindowResult] = []
-        for win in sorted(w for w in self.open if w[2] <= watermark_us):
-            panes = self.open.pop(win)
-            self.fired[win] = panes
-            out += self._results(win, [p.fire() for p in panes])
-        for win in [w for w in self.fired if w[2] + self.grace_us <= watermark_us]:
-            del self.fired[win]  # freed: no late update can reach it any more
+        out = self._results(self.panes.fire(watermark_us))
+        self.panes.free(watermark_us, self.grace_us)  # no late update can reach them any more
         return out
 
     @staticmethod
-    def _results(win: tuple, emitted: list[list[Emission]]) -> list[WindowResult]:
-        key, start, end = win
-        return [WindowResult(key, start, end, str(e.kind), e.revision, tuple(em[k].value for em in emitted))
-                for k, e in enumerate(emitted[0])]
+    def _results(emitted: list[tuple[tuple, list[list[Emission]]]]) -> list[WindowResult]:
+        return [WindowResult(key, start, end, str(e.kind), e.revision, tuple(values))
+                for (key, start, end), per_input in emitted for e, values in WindowPanes.emitted(per_input)]
 
 
 @dataclass

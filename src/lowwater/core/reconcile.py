@@ -54,12 +54,13 @@ from decimal import Decimal
 from typing import Any
 
 from lowwater.core.aggregates import BY_TIME_FUNCS, COLLECTIONS
+from lowwater.core.pane_rules import RULES, Fold, rule_of
 from lowwater.core.partial_values import HLL_LG_K, KLL_K
 
 CAUSES = ("too_late", "dropped", "in_flight", "clipped")
 """Why a row of a window's batch truth is not in the stream's value, in the order a row is attributed."""
 
-LATEST, SIGNED, ADD, MIN, MAX = "latest", "signed", "add", "min", "max"
+LATEST, SIGNED, ADD, MIN, MAX = Fold.LATEST.value, Fold.SIGNED.value, Fold.ADD.value, "min", "max"
 KIND_RANK = {"retraction": -1, "provisional": 0, "final": 1, "revision": 1, "correction": 2}
 REL_TOLERANCE = 1e-9
 # A session's value over several heads (``LATEST``): an average weighted by rows; a variance not at all (its
@@ -70,18 +71,23 @@ MERGED_BY_HEADS = ("avg", "var_samp", "var_pop", "stddev_samp", "stddev_pop", *B
 
 
 def rule(mode: str, func: str) -> str | None:
-    """How aggregate ``func`` (``count`` for the window's row count too) folds under ``mode``; None: it cannot."""
-    additive = func in ("count", "sum", "count_if")
-    if mode == "accumulating":
+    """How aggregate ``func`` (``count`` for the window's row count too) folds under ``mode``; None: it cannot.
+
+    The mode's fold is its pane rule's (``core/pane_rules.py``); a retraction
+    undoes counts and sums only, and deltas merge only as counts, sums, mins
+    and maxes do.
+    """
+    if mode not in RULES:
+        msg = f"unknown accumulation mode {mode!r}"
+        raise ValueError(msg)
+    how, additive = rule_of(mode).fold, func in ("count", "sum", "count_if")
+    if how is Fold.LATEST:
         return LATEST
-    if mode == "retracting":
+    if how is Fold.SIGNED:
         return SIGNED if additive else LATEST
-    if mode == "discarding":
-        if additive:
-            return ADD
-        return {"min": MIN, "max": MAX}.get(func)
-    msg = f"unknown accumulation mode {mode!r}"
-    raise ValueError(msg)
+    if additive:
+        return ADD
+    return {"min": MIN, "max": MAX}.get(func)
 
 
 def emission_order(e: Mapping) -> tuple:

@@ -21,12 +21,12 @@ proto-window and those sessions is one interval.
    revision at once, numbered ``max(last revisions of the merged, 0) + 1``);
    *on time* iff ``C.end > W(r)`` (the merged session takes the row and fires
    when ``W >= end``; as a ``revision`` if a merged component had emitted).
-3. **Accumulation.** ``accumulating``: every emission carries the session's
-   full value; ``discarding``: only what was admitted since the previous
-   emission of any merged component; ``retracting``: one ``retraction`` per
-   previously emitted value being replaced (with the bounds and revision it
-   was emitted with; a merge of two fired sessions retracts both), then the
-   full value.
+3. **Accumulation** (the mode's rule, ``core/pane_rules.py``, as for every
+   window): ``accumulating``: every emission carries the session's full
+   value; ``discarding``: only what was admitted since the previous emission
+   of any merged component; ``retracting``: one ``retraction`` per previously
+   emitted value being replaced (with the bounds and revision it was emitted
+   with; a merge of two fired sessions retracts both), then the full value.
 4. **Drain**: ``advance(POS_INF)`` fires everything and frees everything.
 5. **Early firings** (optional): :meth:`SessionMachine.early` emits
    ``provisional`` values of open sessions (``end > W``) with pending rows
@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from lowwater.core.lateness import Lateness
+from lowwater.core.pane_rules import NEVER, late_revision, on_time_pane, owes_on_time, provisional_revision, rule_of
 from lowwater.core.partials import add_row, add_row_where, empty, merge_into, rows
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
 
@@ -73,7 +74,6 @@ REVISION = EmissionKind.REVISION.value
 RETRACTION = EmissionKind.RETRACTION.value
 PROVISIONAL = EmissionKind.PROVISIONAL.value
 
-NEVER = -1  # ``last_rev`` of a session that never emitted a non-provisional value
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,7 @@ class SessionMachine:
         self.grace_us = int(grace_us)
         self.n_values = int(n_values)
         self.mode = AccumulationMode(accumulation)
+        self.rule = rule_of(self.mode)  # what each emission carries (``core/pane_rules.py``)
         self.sessions: dict[Hashable, list[Session]] = {}
         self.emissions: list[Emission] = []
         self.too_late: list[TooLate] = []
@@ -237,7 +238,7 @@ class SessionMachine:
             keep.sort(key=lambda s: s.start_us)
             self.sessions[key] = keep
         if c_end <= w_us:
-            self._emit(key, new, REVISION, max(new.last_rev, 0) + 1)
+            self._emit(key, new, REVISION, late_revision(new.last_rev))
             self.counts[LATE_UPDATE] += 1
             return LATE_UPDATE
         self.counts[ON_TIME] += 1
@@ -266,34 +267,27 @@ class SessionMachine:
                 if s.pending_since_us is None:
                     s.pending_since_us = now_us
                 if trigger.is_due(rows(s.pending), now_us - s.pending_since_us):
-                    self._emit(key, s, PROVISIONAL, 0 if s.last_rev == NEVER else s.last_rev + 1)
+                    self._emit(key, s, PROVISIONAL, provisional_revision(s.last_rev))
 
     def _fire_free(self, key: Hashable, ss: list[Session], w_us: int) -> None:
         grace = self.grace_us
         freed = False
         for s in ss:
             if s.end_us <= w_us:
-                if rows(s.pending) or s.provisional:
-                    if s.last_rev == NEVER:
-                        self._emit(key, s, FINAL, 0)
-                    else:
-                        self._emit(key, s, REVISION, s.last_rev + 1)
+                if owes_on_time(rows(s.pending), s.provisional):
+                    self._emit(key, s, *on_time_pane(s.last_rev))
                 if s.end_us + grace <= w_us:
                     freed = True
         if freed:
             ss[:] = [s for s in ss if s.end_us + grace > w_us]
 
     def _emit(self, key: Hashable, s: Session, kind: str, revision: int) -> None:
-        mode = self.mode
-        if mode is AccumulationMode.RETRACTING:
+        rule = self.rule
+        value = tuple(rule.value(s.agg, s.pending))
+        if rule.retracts:
             for o in s.outstanding:
                 self.emissions.append(Emission(key, o.start_us, o.end_us, o.agg, RETRACTION, o.revision))
-            value = tuple(s.agg)
             s.outstanding = [Emitted(s.start_us, s.end_us, revision, value)]
-        elif mode is AccumulationMode.DISCARDING:
-            value = tuple(s.pending)
-        else:
-            value = tuple(s.agg)
         self.emissions.append(Emission(key, s.start_us, s.end_us, value, kind, revision))
         if kind != PROVISIONAL:
             s.last_rev = revision

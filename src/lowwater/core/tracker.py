@@ -32,6 +32,7 @@ import numpy as np
 from lowwater.core.combine import InputColumns, min_at, partition_spread
 from lowwater.core.tracker_state import DEFAULT_SOURCE, PartitionCodes, PartitionStatus, TrackerState
 from lowwater.core.watermarks import Emitted, PartitionRows, WatermarkGenerator, WatermarkStrategy
+from lowwater.core.watermarks.idleness import active_until_us
 from lowwater.time import NEG_INF, POS_INF
 
 log = logging.getLogger(__name__)
@@ -349,7 +350,9 @@ def takes_part(before_us: int, declared: bool, reported: bool, first_after_us: i
 
 def waiting_deadline(idle_timeout_us: int | None, start_clock_us: int) -> int | None:
     """Until when a source that has not reported holds ``W`` undefined: the run's first arrival + its timeout."""
-    return None if idle_timeout_us is None or start_clock_us <= NEG_INF else start_clock_us + idle_timeout_us
+    if idle_timeout_us is None or start_clock_us <= NEG_INF:
+        return None
+    return active_until_us(NEG_INF, start_clock_us, idle_timeout_us)  # one that never delivered
 
 
 def rejoined_behind(before_us: np.ndarray, after_us: np.ndarray, in_time: np.ndarray | None, seen: np.ndarray) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lowwater.core.frontier import LANE_SEP, tie_key
+from lowwater.core.frontier import LANE_SEP, before_bound
 
 
 def lane_column(by_partition: Sequence[str], single: str | None = None) -> Column:
@@ -35,17 +35,13 @@ def lane_column(by_partition: Sequence[str], single: str | None = None) -> Colum
 
 
 def ready_column(bounds: dict[str, tuple[int, str] | None], lane: Column | None = None) -> Column:
-    """True on rows the frontier lets through: ``(arrival, lane) < bound`` of their lane."""
+    """True on rows the frontier lets through: ``(arrival, lane) < bound`` of their lane (``frontier.before_bound``)."""
     lane = F.col("_source") if lane is None else lane
     expr = F.lit(False)
     for name, bound in bounds.items():
         mine = lane == F.lit(name)
         if bound is not None:
-            at, first = bound
-            before = (F.col("_arrival_us") < F.lit(at)) | (
-                (F.col("_arrival_us") == F.lit(at)) & F.lit(tie_key(name) < tie_key(first))
-            )
-            mine = mine & before
+            mine = mine & before_bound(F.col("_arrival_us"), name, bound, F.lit)
         expr = expr | mine
     return expr
 

@@ -3,7 +3,7 @@
 The valid rows of every source are put in arrival order (``core/judge.py``)
 and fed to one :class:`~lowwater.core.tracker.WatermarkTracker` in
 micro-batches; each (key, window) is a :class:`~lowwater.core.panes.Pane`
-(one per aggregated column) in the configured accumulation mode. Before
+(one per value input, ``core/panes.WindowPanes``) in the configured accumulation mode. Before
 each row, the windows whose end ``W(r)`` has reached fire; an on-time row is
 admitted, a late update emits the next revision (and, retracting, its
 retraction); at the end of a step an early trigger may emit provisionals and
@@ -29,7 +29,7 @@ from lowwater.core import partials
 from lowwater.core.aggregates import input_index
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import Lateness
-from lowwater.core.panes import Agg, Emission, Pane
+from lowwater.core.panes import Emission, WindowPanes
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.tracker_state import NEG_INF
 from lowwater.core.triggers import AccumulationMode
@@ -52,65 +52,36 @@ class StepOut:
 
 
 class _Panes:
-    """Every (key, window)'s panes, one per aggregated column, and the result rows they emit."""
+    """Every (key, window)'s panes (``core/panes.WindowPanes``) and the result rows they emit."""
 
     def __init__(self, cfg: PipelineConfig) -> None:
         self.aggs = cfg.window.aggregations
-        self.mode = AccumulationMode(cfg.window.accumulation)
-        self.trigger = cfg.early
-        self.open: dict[tuple, list[Pane]] = {}
-        self.fired: dict[tuple, list[Pane]] = {}
         # One pane per value input (``core/aggregates.value_inputs``: a column, its squares...), read together.
         self.inputs = cfg.window.value_inputs
-        self.columns: list[tuple[str, str] | None] = [*self.inputs] or [None]
+        self.panes = WindowPanes(self.inputs, AccumulationMode(cfg.window.accumulation), cfg.early)
 
-    def _panes(self, win: tuple) -> list[Pane]:
-        if win in self.fired:
-            return self.fired[win]
-        return self.open.setdefault(win, [Pane(self.mode, self.trigger) for _ in self.columns])
-
-    @staticmethod
-    def _agg(row: dict, column: tuple[str, str] | None, at: tuple[int, int] = (0, 0)) -> Agg:
-        """One row's partial of one value input; ``at``: its (event µs, arrival position) for a by-time input."""
-        value = 1.0 if column is None else partials.input_value(row.get(column[0]), column[1], at)
-        p = partials.empty(1)
-        partials.add_row_where(p, (value,), (column is None or column[1] != partials.BY_TIME,))
-        return Agg(*p)
-
-    def _rows(self, win: tuple, emitted: list[list[Emission]]) -> list[tuple]:
-        key, start, end = win
+    def _rows(self, emitted: list[tuple[tuple, list[list[Emission]]]]) -> list[tuple]:
         out = []
-        for k, e in enumerate(emitted[0]):
-            flat = [e.value.n, *[x for pane in emitted for x in pane[k].value.parts[1:]]]  # every input's partial
-            values = [partials.output(a.func, flat, input_index(self.inputs, a), a.fraction) for a in self.aggs]
-            out.append((key, start / 1e6, end / 1e6, str(e.kind), e.revision, e.value.n,
-                        *[v if v is None or isinstance(v, list) else float(v) for v in values]))
+        for (key, start, end), per_input in emitted:
+            for e, values in WindowPanes.emitted(per_input):
+                flat = [e.value.n, *[x for v in values for x in v.parts[1:]]]  # every input's partial
+                results = [partials.output(a.func, flat, input_index(self.inputs, a), a.fraction) for a in self.aggs]
+                out.append((key, start / 1e6, end / 1e6, str(e.kind), e.revision, e.value.n,
+                            *[v if v is None or isinstance(v, list) else float(v) for v in results]))
         return out
 
     def admit(self, win: tuple, row: dict, at: tuple[int, int] = (0, 0)) -> None:
-        for pane, col in zip(self._panes(win), self.columns, strict=True):
-            pane.admit(self._agg(row, col, at), now_us=0)
+        self.panes.admit(win, row, at)
 
     def late(self, win: tuple, row: dict, at: tuple[int, int] = (0, 0)) -> list[tuple]:
-        if win not in self.fired:  # no on-time row: the window fired empty (no final), now its first revision
-            self.fired.setdefault(win, [Pane(self.mode, self.trigger, fired=True) for _ in self.columns])
-        panes = self.fired[win]
-        return self._rows(win, [p.late(self._agg(row, c, at)) for p, c in zip(panes, self.columns, strict=True)])
+        return self._rows(self.panes.late(win, row, at))
 
     def fire_due(self, w_us: float) -> list[tuple]:
         """Fire every open window whose end ``w_us`` has reached (``inf``: the drain)."""
-        out = []
-        for win in sorted(w for w in self.open if w[2] <= w_us):
-            panes = self.open.pop(win)
-            self.fired[win] = panes
-            out += self._rows(win, [p.fire() for p in panes])
-        return out
+        return self._rows(self.panes.fire(w_us))
 
     def early(self) -> list[tuple]:
-        out = []
-        for win, panes in sorted(self.open.items()):
-            out += self._rows(win, [p.early(now_us=0) for p in panes])
-        return out
+        return self._rows(self.panes.early())
 
 
 def _who(cfg: PipelineConfig, log, i: int) -> tuple:  # noqa: ANN001

@@ -28,6 +28,18 @@ from lowwater.core.watermarks.protocol import Emitted, GeneratorSpec, PartitionR
 from lowwater.time import NEG_INF, POS_INF
 
 
+def active_until_us(last_arrival_us: int, start_clock_us: int, idle_timeout_us: int) -> int:
+    """The idle rule, once: a lane (a partition here, a source for the arrival frontier, ``core/frontier.py``)
+    counts while the arrival clock is at most its last arrival + ``idle_timeout``; one that never delivered
+    counts from the run's first arrival (``POS_INF`` while there is none: nothing can be idle yet).
+
+    >>> active_until_us(100, 0, 10), active_until_us(NEG_INF, 5, 10), active_until_us(NEG_INF, NEG_INF, 10) == POS_INF
+    (110, 15, True)
+    """
+    ref = last_arrival_us if last_arrival_us > NEG_INF else start_clock_us
+    return POS_INF if ref <= NEG_INF else ref + idle_timeout_us
+
+
 @dataclass(frozen=True)
 class WithIdleness(GeneratorSpec):
     """Wraps ``inner``: the partition is active while ``clock - last arrival <= idle_timeout_us``."""
@@ -93,8 +105,7 @@ class IdleAwareGenerator:
         return self.inner.lateness_us
 
     def active_until_us(self, start_clock_us: int) -> int:
-        ref = self.last_arrival_us if self.last_arrival_us > NEG_INF else start_clock_us
-        return POS_INF if ref <= NEG_INF else ref + self.idle_timeout_us
+        return active_until_us(self.last_arrival_us, start_clock_us, self.idle_timeout_us)
 
     def snapshot(self) -> dict[str, Any]:
         return {**self.inner.snapshot(), "last_arrival_us": self.last_arrival_us}

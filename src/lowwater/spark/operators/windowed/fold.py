@@ -12,9 +12,9 @@ and applies the firing rules of SEMANTICS.md §4 at the step's watermark:
   ``base ⊕ late rows up to and including it``, numbered after the stored one;
 * ``new state`` = ``base ⊕ all late rows``, minus windows whose grace passed.
 
-What each emission carries per accumulation mode is the rule of
-``core/panes.py`` (:class:`~lowwater.core.panes.Pane`), applied here to all
-windows of a step at once.
+What each pane carries per accumulation mode is the rule of
+``core/pane_rules.py`` (the one :class:`~lowwater.core.panes.Pane` follows),
+applied here to all windows of a step at once: :meth:`StateLayout.reads`.
 
 State columns: the key columns, ``window_start``/``window_end`` (µs), the
 partial in the layout of ``core/partials.py`` (``_n`` rows, per value column
@@ -24,9 +24,9 @@ reads), and ``_fired``, ``_rev`` (last revision number).
 With an early trigger only (none of these exist without one):
 
 * ``_pn``: rows admitted since the window's last emission;
-* ``discarding``: ``_p_s{i}``, ``_p_mn{i}``, ``_p_mx{i}``, ``_p_nn{i}``, the
-  partial of those pending rows (what the next emission carries);
-* ``retracting``: ``_e_n``, ``_e_s{i}``, ... the full value of the last
+* a mode whose panes carry the pending rows (discarding): ``_p_s{i}``, ...
+  the partial of those pending rows (what the next emission carries);
+* a mode that retracts: ``_e_n``, ``_e_s{i}``, ... the full value of the last
   emission (what the next one retracts; null before the first);
 * ``every <duration>``: ``_since`` (µs of processing time of the last emission,
   or of the step that first gave the window pending rows) and ``_due``
@@ -47,6 +47,7 @@ from pyspark.sql import types as T
 
 from lowwater.core import partials
 from lowwater.core.aggregates import AggSpec, input_index, value_inputs
+from lowwater.core.pane_rules import rule_of
 from lowwater.core.partials import COLUMN, HLL, KLL, LIST, SET
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
 from lowwater.runtime.columns import cols, memo, select, select_built
@@ -125,13 +126,13 @@ class StateLayout:
 
     @property
     def pending_partial(self) -> bool:
-        """Discarding with early firings keeps the partial of the rows since the last emission."""
-        return self.early is not None and self.accumulation == AccumulationMode.DISCARDING
+        """With early firings, a mode whose panes carry the pending rows keeps their partial (discarding)."""
+        return self.early is not None and rule_of(self.accumulation).keeps_pending
 
     @property
     def emitted_partial(self) -> bool:
-        """Retracting with early firings keeps the last emitted full value."""
-        return self.early is not None and self.accumulation == AccumulationMode.RETRACTING
+        """With early firings, a mode that retracts keeps the last emitted value (retracting)."""
+        return self.early is not None and rule_of(self.accumulation).keeps_emitted
 
     @property
     def timed(self) -> bool:
@@ -282,7 +283,7 @@ class StateLayout:
                 out.append(F.when(early | done, F.lit(0)).otherwise(col).cast("long").alias(c))
             elif c == "_since":
                 out.append(F.when(done, F.lit(None)).when(early, F.lit(now_us)).otherwise(col).cast("long").alias(c))
-            elif c.startswith("_e"):
+            elif c.startswith("_e"):  # what the provisional carried: the full value (a rule that retracts does)
                 full = F.col(c[2:])
                 out.append(F.when(done, F.lit(None)).when(early, full).otherwise(col).cast(self.schema()[c].dataType)
                            .alias(c))
@@ -292,26 +293,37 @@ class StateLayout:
 
     # -- emissions -----------------------------------------------------------------
 
-    def panes(self, df: DataFrame, kind: str, watermark_us: int | None, step: int) -> list[DataFrame]:
-        """The rows a provisional or final emission of the windows of ``df`` (state rows) writes, per mode.
+    def reads(self, kind: str, mode: str | None = None) -> tuple[list[str] | None, list[str]]:
+        """The columns a pane of ``kind`` reads, one per partial column, by its mode's rule (``core/pane_rules``):
+        (its retraction's, None if none; its value's). A provisional or on-time pane reads the state row (without
+        an early trigger nothing was emitted before it: the full value, nothing retracted); a revision reads the
+        revision fold of :func:`step_windows` (``cum``: up to and including the late row, which is what is
+        pending; ``prev``: before it)."""
+        rule, parts = rule_of(mode or self.accumulation), self.partial_cols()
+        if kind == EmissionKind.REVISION:
+            retract = [f"prev{c}" for c in parts] if rule.retracts else None
+            return retract, rule.value([f"cum{c}" for c in parts], parts)
+        if self.early is None:
+            return None, parts
+        value = [self.pending_of(c) for c in parts] if rule.keeps_pending else parts
+        return ([self.emitted_of(c) for c in parts] if rule.keeps_emitted else None), value
 
-        Without an early trigger a final always carries the full value (nothing
-        was emitted before it); with one, ``discarding`` carries the pending
-        partial (an empty final marks completeness) and ``retracting`` first
-        retracts the last emitted value, if any.
-        """
-        if self.pending_partial:
-            pending = df.select(
-                *self.window_cols, *[F.col(self.pending_of(c)).alias(c) for c in self.partial_cols()]
-            )
-            return [self.emission(pending, kind, F.lit(0), watermark_us, step)]
+    def as_partials(self, df: DataFrame, names: list[str], *extra: str) -> DataFrame:
+        """``df`` with the columns ``names`` read as the partial columns, and ``extra`` (``df`` itself if no change)."""
+        parts = self.partial_cols()
+        if names == parts and not extra:
+            return df
+        read = [c if n == c else F.col(n).alias(c) for n, c in zip(names, parts, strict=True)]
+        return df.select(*self.window_cols, *read, *extra)
+
+    def panes(self, df: DataFrame, kind: str, watermark_us: int | None, step: int) -> list[DataFrame]:
+        """The rows a provisional or on-time pane of the windows of ``df`` (state rows) writes (:meth:`reads`)."""
+        retract, value = self.reads(kind)
         out = []
-        if self.emitted_partial:
-            prev = df.filter(F.col(self.emitted_of(ROWS)).isNotNull()).select(
-                *self.window_cols, *[F.col(self.emitted_of(c)).alias(c) for c in self.partial_cols()]
-            )
+        if retract is not None:
+            prev = self.as_partials(df.filter(F.col(retract[0]).isNotNull()), retract)
             out.append(self.emission(prev, EmissionKind.RETRACTION.value, F.lit(0), watermark_us, step))
-        out.append(self.emission(df, kind, F.lit(0), watermark_us, step))
+        out.append(self.emission(self.as_partials(df, value), kind, F.lit(0), watermark_us, step))
         return out
 
     def emission(self, df: DataFrame, kind: str, revision: Column, watermark_us: int | None, step: int) -> DataFrame:
@@ -359,14 +371,12 @@ def step_windows(
     """Apply one step: returns (emissions, new state with ``_bucket``).
 
     Frames this function persists are appended to ``cache``; the caller
-    unpersists them when the step is committed. The accumulation mode (the
-    layout's unless ``accumulation`` is given) says what an emission carries:
-    the full value (``accumulating``), only what arrived since the window's
-    previous emission (``discarding``), or the full value preceded by a
-    ``retraction`` row of the previous one (``retracting``). With an early
-    trigger (``layout.early``), open windows it makes due emit a
-    ``provisional`` result; ``now_us`` is the processing time the trigger is
-    evaluated at and ``admit_us`` the one this step's rows were admitted at.
+    unpersists them when the step is committed. What a pane carries is the
+    rule of the accumulation mode (the layout's unless ``accumulation`` is
+    given; :meth:`StateLayout.reads`). With an early trigger (``layout.early``),
+    open windows it makes due emit a ``provisional`` pane; ``now_us`` is the
+    processing time the trigger is evaluated at and ``admit_us`` the one this
+    step's rows were admitted at.
     """
     mode = accumulation or layout.accumulation
     if mode != layout.accumulation and layout.early is not None:
@@ -383,16 +393,12 @@ def step_windows(
         base = base.persist()
         cache.append(base)
         if layout.early is not None:
-            early = base.filter(F.col("_early"))
-            emissions += layout.panes(early, EmissionKind.PROVISIONAL.value, emit_watermark_us, step)
-        if layout.early is not None:
-            emissions += layout.panes(base.filter(fires), EmissionKind.FINAL.value, emit_watermark_us, step)
-        else:
-            emissions.append(layout.emission(base.filter(fires), "final", F.lit(0), emit_watermark_us, step))
-    late_p = late
-    if late_p is not None:
+            emissions += layout.panes(base.filter(F.col("_early")), EmissionKind.PROVISIONAL.value, emit_watermark_us,
+                                      step)
+        emissions += layout.panes(base.filter(fires), EmissionKind.FINAL.value, emit_watermark_us, step)
+    if late is not None:
         cols = [*layout.window_cols, *layout.partial_cols()]
-        lp = late_p.select(*cols, "_seq", "_seq_minor", F.lit(None).cast("long").alias("_rev"),
+        lp = late.select(*cols, "_seq", "_seq_minor", F.lit(None).cast("long").alias("_rev"),
                            F.lit(1).alias("_is_late"))
         pieces = lp
         if base is not None:
@@ -412,16 +418,10 @@ def step_windows(
             *layout.window_cols, *partial, *folded(w, "cum"), *folded(before, "prev"),
             revision.alias("_revision"), "_is_late",
         ).filter(F.col("_is_late") == 1)
-        if mode == AccumulationMode.DISCARDING:
-            # Only what arrived since the previous emission: the late pair itself.
-            value = revised.select(*layout.window_cols, *partial, "_revision")
-        else:
-            value = revised.select(*layout.window_cols, *[F.col(f"cum{c}").alias(c) for c in partial], "_revision")
-        if mode == AccumulationMode.RETRACTING:
-            # Retract the previous full value (when there was one) before the new one.
-            prev = revised.filter(F.col(f"prev{ROWS}") > 0).select(
-                *layout.window_cols, *[F.col(f"prev{c}").alias(c) for c in partial], "_revision"
-            )
+        retract, carried = layout.reads(EmissionKind.REVISION, mode)
+        value = layout.as_partials(revised, carried, "_revision")
+        if retract is not None:  # the previous value (when there was one), withdrawn before the new one
+            prev = layout.as_partials(revised.filter(F.col(retract[0]) > 0), retract, "_revision")
             emissions.append(layout.emission(prev, "retraction", F.col("_revision") - 1, emit_watermark_us, step))
         emissions.append(layout.emission(value, "revision", F.col("_revision"), emit_watermark_us, step))
     emitted = None
@@ -432,11 +432,11 @@ def step_windows(
     new_parts = []
     if base is not None:
         new_parts.append(layout.after_emission(base, fires, now_us))
-    if late_p is not None:
-        new_parts.append(layout.as_state_late(late_p))
+    if late is not None:
+        new_parts.append(layout.as_state_late(late))
     if not new_parts:
         return emitted, None
-    new_state = layout.merge(new_parts) if len(new_parts) > 1 or late_p is not None else new_parts[0]
+    new_state = layout.merge(new_parts) if len(new_parts) > 1 or late is not None else new_parts[0]
     new_state = (
         new_state.withColumn("_fired", F.col("_fired") | (F.col("window_end") <= F.lit(watermark_us)))
         .filter(F.col("window_end") + F.lit(grace_us) > F.lit(watermark_us))
