@@ -321,8 +321,9 @@ class Engine:
                 # (dead letters, held and late rows re-read them, as with the driver's clock).
                 kafka = self.kafka_logs is not None
                 columns = None if kafka else self.operator.row_columns()
+                touch = getattr(self.operator, "touch_column", None)  # pass 1 returns its values (the join's)
                 with without_aqe(self.spark):  # its one exchange is not a job of its own; nothing else runs yet
-                    clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns)
+                    clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns, touch)
                 if kafka:
                     parsed = clocked.laid
                 if prev.drained and clocked.counts.rows + clocked.dead:  # refused before anything is written
