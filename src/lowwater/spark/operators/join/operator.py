@@ -246,10 +246,11 @@ class JoinOperator:
             touched = None
         t1 = time.monotonic()
         read, dropped = self._plan_buckets(prev, summaries, touched, watermark_us, counts)
-        got = self._keyed_pass(rows, prev, read, watermark_us, cache)
-        # The write runs the pass (its counts and summaries come with it), AQE off: the pass's exchange is a
-        # stage of the write's job, not a job of its own, and the persisted output keeps that partitioning.
+        # The write runs the pass (its counts and summaries come with it). AQE is off while the pass is
+        # persisted (its cached plan is planned then) and written: its exchange is a stage of the write's
+        # job, not a job of its own, as the row clock's pass 1 (ADR 0047).
         with without_aqe(self.spark):
+            got = self._keyed_pass(rows, prev, read, watermark_us, cache)
             written = self._write_state(step, got)
         t2 = time.monotonic()
         for side, n in dead.items():
