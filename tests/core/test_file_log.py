@@ -11,7 +11,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 from lowwater.config import parse_config
 from lowwater.io.file_backlog import FileBacklogs
 from lowwater.io.filelog import FileLog
-from lowwater.io.landing import _LogReader
+from lowwater.io.landing import _LogReader, logged_ranges
 from lowwater.runtime.fs import local_files
 
 
@@ -107,3 +107,21 @@ def test_a_source_is_caught_up_when_its_batch_reaches_the_end_of_its_log(tmp_pat
     assert backlogs.logs(3, {"flights": 24, "weather": 30}) == {"flights": True, "weather": False}
     assert backlogs.logs(3, {"flights": 25, "weather": 7}) == {"flights": False, "weather": True}
     assert backlogs.logs(4, {"flights": 24, "weather": 7}) == {}  # no offsets for the batch: nothing known
+
+
+def test_a_micro_batch_of_several_file_logs_reads_its_positions_from_the_offset_log(tmp_path):
+    """ADR 0047: the newest offsets entry is the running batch (one line a source, the union's order: the file
+    sources, then Kafka's), the entry before it its start; anything unexpected: None (collect them instead)."""
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    head = 'v1\n{"batchWatermarkMs":0}\n'
+    (offsets / "0").write_text(head + '{"position": 2}\n{"position": 1}\n{"t":{"0":5}}\n')
+    assert logged_ranges(LocalFS(), str(offsets), sources=3, files=2) == [(0, 2), (0, 1)]  # the first batch: from 0
+    (offsets / "1").write_text(head + '{"position": 3}\n{"position": 1}\n{"t":{"0":9}}\n')
+    assert logged_ranges(LocalFS(), str(offsets), sources=3, files=2) == [(2, 3), (1, 1)]  # a source with no file
+    assert logged_ranges(LocalFS(), str(offsets), sources=2, files=2) is None  # not the query's sources
+    (offsets / "2").write_text(head + '{"position": 2}\n{"position": 4}\n{"t":{"0":9}}\n')
+    assert logged_ranges(LocalFS(), str(offsets), sources=3, files=2) is None  # a position went back
+    (offsets / "2").write_text(head + "-\n{\"position\": 4}\n{\"t\":{\"0\":9}}\n")
+    assert logged_ranges(LocalFS(), str(offsets), sources=3, files=2) is None  # no offset for a source
+    assert logged_ranges(LocalFS(), str(tmp_path / "none"), sources=1, files=1) is None

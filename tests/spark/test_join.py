@@ -21,6 +21,7 @@ from lowwater.config import parse_config
 from lowwater.io.outputs import ParquetOutputs
 from lowwater.spark.engine import Engine
 from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA
+from lowwater.spark.operators.join.operator import JoinOperator
 from lowwater.spark.row_clock import ExecutorClock
 from lowwater.testing.join_scenarios import compare, expected, load_join, run_core, run_spark
 from lowwater.testing.scenario_files import _plain_copy
@@ -61,8 +62,22 @@ def test_the_join_on_the_executors_row_clock_equals_the_drivers(spark, tmp_path,
     steps: list[int] = []
     inner = ExecutorClock.step
     monkeypatch.setattr(ExecutorClock, "step", lambda self, *a, **kw: steps.append(1) or inner(self, *a, **kw))
+    # The buckets a step's rows touch, as pass 1 of the executors' clock told them (ADR 0047), are those its rows
+    # have (a bucket missed would be dropped unread when W frees it).
+    touched: list[tuple[set[int], set[int]]] = []
+    advance = JoinOperator._advance
+
+    def told(self, prev, step, w, rows, n, dead, cache, late, known=None):  # noqa: ANN001, ANN202
+        if known is not None:
+            have = set() if rows is None else {int(r[0]) for r in rows.select("_bucket").distinct().collect()}
+            touched.append((set(known), have))
+        return advance(self, prev, step, w, rows, n, dead, cache, late, known)
+
+    monkeypatch.setattr(JoinOperator, "_advance", told)
     got, summary = run_spark(spark, s, cuts, workdir=tmp_path / "executors")
     assert len(steps) >= 2
+    assert touched and all(k == want for k, want in touched)
+    monkeypatch.setattr(JoinOperator, "_advance", advance)
     assert not compare(got, expected(s), s)
     monkeypatch.setenv("LOWWATER_ROW_CLOCK", "driver")
     n = len(steps)

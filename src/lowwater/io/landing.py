@@ -159,33 +159,11 @@ class LandingSource:
         return self.admit_positions([int(r[0]) for r in batch.collect()])
 
     def _logged_range(self) -> tuple[int, int] | None:
-        """The running micro-batch's ``[start, end)`` from Spark's offset log, without a Spark job; None if unsure.
-
-        Spark writes ``offsets/<batch>`` (its end offset) before it runs the batch and the next one only
-        after this one is committed, so inside ``foreachBatch`` the newest entry is this batch; its start
-        is the entry before it (the source's initial offset for the first batch). A single source only:
-        anything else (several offsets, an unreadable entry) falls back to collecting the positions.
-        """
+        """The running micro-batch's ``[start, end)`` from Spark's offset log, without a Spark job; None if unsure."""
         if self.offsets_dir is None:
             return None
-        try:
-            batches = sorted(int(n) for n in self.fs.list_names(self.offsets_dir) if n.isdigit())
-            if not batches:
-                return None
-            end = self._logged_position(batches[-1])
-            start = 0 if batches[-1] == 0 else self._logged_position(batches[-1] - 1)
-        except Exception:  # noqa: BLE001 - any doubt about the log: collect the positions instead
-            return None
-        if start is None or end is None or end < start:
-            return None
-        return start, end
-
-    def _logged_position(self, batch: int) -> int | None:
-        lines = [ln for ln in self.fs.read_text(f"{self.offsets_dir}/{batch}").splitlines()[2:] if ln.strip()]
-        if len(lines) != 1:
-            return None
-        offset = json.loads(lines[0])
-        return int(offset["position"]) if isinstance(offset, dict) and set(offset) == {"position"} else None
+        got = logged_ranges(self.fs, self.offsets_dir, sources=1, files=1)
+        return None if got is None else got[0]
 
     def admit_positions(self, positions: list[int]) -> Admitted:
         """The rows of the file log's ``positions`` (a micro-batch's range; the same after a replay)."""
@@ -241,6 +219,42 @@ class LandingSource:
             if thread is not None:
                 thread.join()
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def logged_ranges(fs: HadoopFS, offsets_dir: str, sources: int, files: int) -> list[tuple[int, int]] | None:
+    """The running micro-batch's ``[start, end)`` of each file log, from Spark's offset log; None if unsure.
+
+    Spark writes ``offsets/<batch>`` (one end offset a line per source, in the query's order of sources)
+    before it runs the batch and the next one only after this one is committed, so inside
+    ``foreachBatch`` the newest entry is this batch; its start is the entry before it (the initial
+    offset, position 0, for the first batch). The entry must have ``sources`` lines, the first ``files``
+    of them file log positions; anything else (an unreadable entry) means: collect the positions instead.
+    """
+    try:
+        batches = sorted(int(n) for n in fs.list_names(offsets_dir) if n.isdigit())
+        if not batches:
+            return None
+        end = _logged_positions(fs, f"{offsets_dir}/{batches[-1]}", sources, files)
+        start = [0] * files if batches[-1] == 0 else _logged_positions(
+            fs, f"{offsets_dir}/{batches[-1] - 1}", sources, files)
+    except Exception:  # noqa: BLE001 - any doubt about the log: collect the positions instead
+        return None
+    if start is None or end is None or any(b < a for a, b in zip(start, end, strict=True)):
+        return None
+    return list(zip(start, end, strict=True))
+
+
+def _logged_positions(fs: HadoopFS, path: str, sources: int, files: int) -> list[int] | None:
+    lines = [ln for ln in fs.read_text(path).splitlines()[2:] if ln.strip()]
+    if len(lines) != sources:
+        return None
+    out = []
+    for line in lines[:files]:
+        offset = json.loads(line)
+        if not (isinstance(offset, dict) and set(offset) == {"position"}):
+            return None
+        out.append(int(offset["position"]))
+    return out
 
 
 def _in_commit_order(rows: DataFrame, table: str, names: list[str]) -> DataFrame:

@@ -31,9 +31,10 @@ from lowwater.config.output import SOURCE_COLUMN
 from lowwater.io.files import CORRUPT
 from lowwater.io.headers import source_state_dir  # noqa: F401 - its home before io/headers.py
 from lowwater.io.kafka import KafkaSource
-from lowwater.io.landing import LandingSource
+from lowwater.io.landing import LandingSource, logged_ranges
 from lowwater.io.parse import normalise_source
 from lowwater.io.source import BUILT_IN, Admitted
+from lowwater.runtime.fs import HadoopFS
 
 # The engine's columns of a normalised row (io/parse.py), with their types in a union.
 ENGINE_COLUMNS = T.StructType([
@@ -111,6 +112,7 @@ class UnionSource:
         # Kafka sources: Spark's connector streams the records themselves (io/kafka.py), not positions.
         self.topics = {s.name: KafkaSource(spark, s, schemas[s.name], "") for s in cfg.sources if s.kafka is not None}
         self.configs = {s.name: s for s in cfg.sources}
+        self.offsets_dir: str | None = None  # use_offset_log
 
     def stream(self) -> DataFrame:
         """The union of every source's stream: ``_src``, a file log ``position`` or a Kafka record's columns."""
@@ -122,9 +124,27 @@ class UnionSource:
                    for name, src in self.topics.items()]
         return reduce(lambda a, b: a.union(b), frames)
 
+    def use_offset_log(self, offsets_dir: str) -> None:
+        """Read the file sources' positions from the query's offset log (``<checkpoint>/spark/offsets``)."""
+        self.offsets_dir = offsets_dir.rstrip("/")
+
+    def _logged(self) -> dict[str, list[int]] | None:
+        """Each file source's positions in the running micro-batch from Spark's offset log (no Spark job).
+
+        An entry has a line per source in :meth:`stream`'s order: the file sources, then the Kafka ones.
+        None (collect them instead) when unsure.
+        """
+        if self.offsets_dir is None or not self.parts:
+            return None
+        got = logged_ranges(HadoopFS(self.spark), self.offsets_dir, len(self.parts) + len(self.topics), len(self.parts))
+        return None if got is None else {name: list(range(*r)) for name, r in zip(self.parts, got, strict=True)}
+
     def admit(self, batch: DataFrame) -> Admitted:
         positions: dict[str, list[int]] = {name: [] for name in self.parts}
-        if self.parts:  # only the positions are collected; Kafka records stay on the executors
+        logged = self._logged()
+        if logged is not None:
+            positions = logged
+        elif self.parts:  # only the positions are collected; Kafka records stay on the executors
             for row in batch.filter(F.col("_src").isin(*self.parts)).select("_src", "position").collect():
                 positions[row[0]].append(int(row[1]))
         frames, files, out_of_order, n_ooo = [], [], [], 0

@@ -248,8 +248,9 @@ class Engine:
                 # reads (dead letters, held and late rows re-read them, as with the driver's clock).
                 whole = self.inputs.read_whole
                 columns = None if whole else self.operator.row_columns()
+                touch = getattr(self.operator, "touch_column", None)  # pass 1 returns its values (the join's)
                 with without_aqe(self.spark):  # its one exchange is not a job of its own; nothing else runs yet
-                    clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns)
+                    clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns, touch)
                 if whole:
                     parsed = clocked.laid
                 if prev.drained and clocked.counts.rows + clocked.dead:  # refused before anything is written

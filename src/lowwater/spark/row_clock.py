@@ -16,6 +16,11 @@ A step, around the pure ``core/row_clock``:
    ``(arrival, rank << 40 | position in its partition)`` (``spark/clocked.py``):
    the step function travels with the task (kilobytes).
 
+An operator may name a column of its rows to *touch* (``touch``: the join's key
+bucket): pass 1 also returns the distinct values it takes on the judged data
+rows, so the operator learns which state buckets the step touches without a
+job of its own (ADR 0047).
+
 A Kafka topic's partitions are lanes of the arrival frontier
 (``core/frontier.py``): before pass 1 one small aggregate over the laid-out
 rows gives each lane's earliest and latest new arrival, which is all the
@@ -32,12 +37,13 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -58,7 +64,9 @@ from lowwater.spark.step import StepPlan
 from lowwater.time import NEG_INF
 
 _RANK_SHIFT = 40  # minor = partition rank << 40 | position in the partition's batch (2^40 rows a step)
-_SUMMARY = T.StructType([T.StructField("summary", T.BinaryType()), T.StructField("dead", T.LongType())])
+_SUMMARY = T.StructType([T.StructField("summary", T.BinaryType()), T.StructField("dead", T.LongType()),
+                         T.StructField("touched", T.ArrayType(T.LongType()))])
+TOUCH = "_touch"  # the operator's touch column (ExecutorClock.step's ``touch``), summarised by pass 1
 
 
 def unavailable(cfg: PipelineConfig) -> str | None:
@@ -111,8 +119,9 @@ def _pass_one(  # noqa: ANN202
             return
         t = pa.Table.from_batches(got).combine_chunks()
         dead = pc.is_valid(t.column("_dead"))
-        yield pa.RecordBatch.from_pydict({"summary": [None], "dead": [int(pc.sum(dead).as_py() or 0)]}, _ARROW)
         valid = t.filter(pc.invert(dead))
+        yield pa.RecordBatch.from_pydict({"summary": [None], "dead": [int(pc.sum(dead).as_py() or 0)],
+                                          "touched": [_touched(valid, markers)]}, _ARROW)
         keys = valid.column(group).combine_chunks() if valid.num_rows else pa.array([])
         if keys.null_count:
             msg = "a valid row without a partition reached the row clock"
@@ -135,12 +144,22 @@ def _pass_one(  # noqa: ANN202
             stats = PartitionStats(len(clipped_ev), int(clipped.sum()),
                                    int(clipped_ev.min()) if len(clipped_ev) else None)
             blob = zlib.compress(pickle.dumps((value, s, stats)), 1)  # ~2.5x smaller, ~1 ms a partition
-            yield pa.RecordBatch.from_pydict({"summary": [blob], "dead": [0]}, _ARROW)
+            yield pa.RecordBatch.from_pydict({"summary": [blob], "dead": [0], "touched": [None]}, _ARROW)
 
     return run
 
 
-_ARROW = pa.schema([("summary", pa.binary()), ("dead", pa.int64())])
+_ARROW = pa.schema([("summary", pa.binary()), ("dead", pa.int64()), ("touched", pa.list_(pa.int64()))])
+
+
+def _touched(valid: pa.Table, markers: bool) -> list[int] | None:
+    """The distinct touch values of a task's valid data rows (the rows ``executor_attach`` yields); None: no column."""
+    if TOUCH not in valid.column_names:
+        return None
+    data = valid
+    if markers:
+        data = valid.filter(pc.invert(pc.fill_null(valid.column("_marker"), False)))
+    return sorted(int(v) for v in pc.unique(data.column(TOUCH)).to_pylist() if v is not None)
 
 
 def _unpack(blob: bytes) -> tuple[object, PartitionSummary, PartitionStats]:
@@ -209,6 +228,7 @@ class ClockedStep:
     held: int = 0
     frontier: dict | None = None
     ready_bounds: dict[str, tuple[int, str] | None] | None = None
+    touched: frozenset[int] | None = None  # the touch column's values on the judged data rows (None: no column)
     own_regression: tuple[int, int, str] | None = None  # a lane's new rows arriving before its own earlier ones
     behind: tuple[int, int, str] | None = None
 
@@ -236,16 +256,20 @@ class ExecutorClock:
     def step(
         self, parsed: DataFrame, tracker: WatermarkTracker, cache: list[DataFrame], prev_frontier: dict | None = None,
         logs: dict[str, bool] | None = None, columns: list[str] | None = None,
+        touch: Callable[[DataFrame], Column] | None = None,
     ) -> ClockedStep:
         """Lay the rows out, summarise, fold; ``tracker`` is not modified (the result holds the advanced one).
 
         ``columns``: what the operator reads of a row; only those (and the clock's own) are laid out,
         shuffled and persisted (None: every column, e.g. so that a Kafka batch is fetched once).
+        ``touch``: the operator's touch column of a frame (a long), whose values pass 1 returns.
         """
         if self.several:
             parsed = parsed.withColumn("_input", F.concat_ws(LANE_SEP, F.col("_source"), F.col("_psort")))
+        if touch is not None:
+            parsed = parsed.withColumn(TOUCH, touch(parsed).cast("long"))
         if columns is not None:
-            own = [*self.needs(), "_event_us", *self.order, "_source", "_part", CARRIED]  # pass 1 reads _event_us
+            own = [*self.needs(), "_event_us", *self.order, "_source", "_part", CARRIED, TOUCH]  # pass 1 reads these
             parsed = parsed.select(*[c for c in dict.fromkeys([*columns, *own]) if c in parsed.columns])
         laid = parsed.repartition(self.group).sortWithinPartitions(*self.order).persist()
         cache.append(laid)
@@ -255,10 +279,11 @@ class ExecutorClock:
             judged = laid.filter(F.col("_dead").isNotNull() | ready_column(hold.bounds, self.lane))
         state = tracker.state
         one = _pass_one(self.group, self.sources, state, self.markers, self.several)
-        reads = [c for c in ("_dead", self.group, "_event_us", "_arrival_us", "_marker", "_source", "_part")
+        reads = [c for c in ("_dead", self.group, "_event_us", "_arrival_us", "_marker", "_source", "_part", TOUCH)
                  if c in judged.columns]  # only what pass 1 reads crosses to Python (the cache is columnar)
         got = judged.select(*reads).mapInArrow(one, _SUMMARY).collect()
         dead = sum(int(r["dead"]) for r in got)
+        touched = None if touch is None else frozenset(v for r in got if r["touched"] for v in r["touched"])
         parts = [_unpack(r["summary"]) for r in got if r["summary"] is not None]
         summaries, ranks = _ranked([(v, s) for v, s, _ in parts])
         stats = [st for _, _, st in parts]
@@ -284,6 +309,7 @@ class ExecutorClock:
             held=0 if hold is None else hold.valid - counts.rows,
             frontier=None if hold is None else hold.state,
             ready_bounds=None if hold is None else hold.bounds,
+            touched=touched,
             own_regression=None if hold is None else hold.regression,
             behind=behind,
         )
@@ -401,4 +427,5 @@ def plan_of(clocked: ClockedStep, clock_before_us: int, now_us: int) -> StepPlan
         held=clocked.held,
         frontier=clocked.frontier,
         ready_bounds=clocked.ready_bounds,
+        touched=clocked.touched,
     )

@@ -75,6 +75,9 @@ class StepPlan:
     held: int = 0
     frontier: dict | None = None
     ready_bounds: dict[str, tuple[int, str] | None] | None = None
+    # The executors' clock: the values the operator's touch column takes on the judged data rows (the join's
+    # key buckets), learnt in pass 1; None: not known (the operator finds out itself if it needs to).
+    touched: frozenset[int] | None = None
 
     @property
     def data_rows(self) -> int:

@@ -54,6 +54,8 @@ class WindowOperator(Protocol):
     driver_clock_only: str | None
     # An operator may set ``window_verdicts = False`` (the join): it judges its rows from W(r) itself, so the
     # driver's clock assigns no window (spark/planner.py); absent, the planner's window verdicts serve it.
+    # It may define ``touch_column(frame) -> Column`` (the join: a row's key bucket): the executors' row clock
+    # then returns that column's values on the step's judged rows in ``plan.touched`` (no job of its own).
 
     def state_schema(self) -> StructType:
         """The columns of a state row (one bucket file's schema)."""

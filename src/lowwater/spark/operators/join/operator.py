@@ -40,7 +40,7 @@ from collections.abc import Callable
 from functools import partial, reduce
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -50,13 +50,13 @@ from lowwater.core.join import TOO_LATE_FOR_JOIN, JoinType, Side, SideCounts
 from lowwater.core.lateness import LatePolicy
 from lowwater.core.temporal_join import JoinKind
 from lowwater.runtime.columns import watermark_ts
-from lowwater.runtime.jobs import side_by_side
+from lowwater.runtime.jobs import side_by_side, without_aqe
 from lowwater.spark.operators.join.executor import (
     make_join_pass,
     out_schema,
     state_columns,
 )
-from lowwater.spark.operators.join.input import BUCKETS, join_columns, new_rows, state_rows
+from lowwater.spark.operators.join.input import BUCKETS, bucket_of, join_columns, new_rows, state_rows
 from lowwater.spark.operators.join.observed import BucketSummary, Pass, observed_pass, read_observed
 from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
@@ -70,6 +70,7 @@ log = logging.getLogger("lowwater")
 
 # Above this many rows per key bucket a step is taken to touch every bucket (a bucket left untouched
 # is then read and rewritten unchanged): finding out would cost a Spark job, more than the rewrite.
+# Below it the executors' clock tells which (pass 1, ``plan.touched``), else a job over the rows does.
 SPREAD = 4
 
 JOIN_METRICS = "join_metrics"
@@ -127,6 +128,10 @@ class JoinOperator:
     def row_columns(self) -> list[str] | None:
         """What the keyed pass reads of a row (the late and dead-letter rows are re-read whole by row id)."""
         return join_columns(self.join, self.clip)
+
+    def touch_column(self, frame: DataFrame) -> Column:
+        """A row's key bucket: the executors' clock returns the buckets the step's rows touch (``plan.touched``)."""
+        return bucket_of(frame, list(self.join.on))
 
     def joined_schema(self) -> T.StructType:
         """joined/: the keys, the left side's chosen columns, the right side's, both event times, the watermark."""
@@ -225,18 +230,28 @@ class JoinOperator:
     def _advance(
         self, prev: Manifest, step: int, watermark_us: int, rows: DataFrame | None, n_rows: int,
         dead: dict[Side, int], cache: list[DataFrame], late_rows: Callable[[DataFrame], DataFrame] | None,
+        known: frozenset[int] | None = None,
     ) -> tuple[Pass, dict[int, Bucket], int]:
-        """One step (or the drain): read, pass, write; (the pass, the manifest's buckets, the held output W)."""
+        """One step (or the drain): read, pass, write; (the pass, the manifest's buckets, the held output W).
+
+        ``known``: the buckets the rows touch, when the executors' clock told (``plan.touched``).
+        """
         t0 = time.monotonic()
         counts, summaries = self._load(prev)
         touched: set[int] | None = set()  # None: every bucket (not worth a job to find out)
-        if rows is not None:
-            touched = None if n_rows > SPREAD * BUCKETS else {
+        if rows is not None and n_rows <= SPREAD * BUCKETS:
+            touched = set(known) if known is not None else {
                 int(r[0]) for r in rows.select("_bucket").distinct().collect()}
+        elif rows is not None:
+            touched = None
         t1 = time.monotonic()
         read, dropped = self._plan_buckets(prev, summaries, touched, watermark_us, counts)
-        got = self._keyed_pass(rows, prev, read, watermark_us, cache)
-        written = self._write_state(step, got)  # runs the pass; its counts and summaries come with the write
+        # The write runs the pass (its counts and summaries come with it). AQE is off while the pass is
+        # persisted (its cached plan is planned then) and written: its exchange is a stage of the write's
+        # job, not a job of its own, as the row clock's pass 1 (ADR 0047).
+        with without_aqe(self.spark):
+            got = self._keyed_pass(rows, prev, read, watermark_us, cache)
+            written = self._write_state(step, got)
         t2 = time.monotonic()
         for side, n in dead.items():
             counts[side].rows += n
@@ -326,7 +341,7 @@ class JoinOperator:
         if n_valid:
             assert plan.rows is not None
             rows = new_rows(plan.rows.frame_with_clock(join_columns(self.join, self.clip)), self.join, step)
-            if n_valid <= SPREAD * BUCKETS:  # read twice: which buckets they touch, then the pass
+            if plan.touched is None and n_valid <= SPREAD * BUCKETS:  # read twice: buckets touched, then the pass
                 rows = rows.persist()
                 cache.append(rows)
         dead = {Side.LEFT: 0, Side.RIGHT: 0}
@@ -336,7 +351,8 @@ class JoinOperator:
                 if side is not None:
                     dead[Side(side)] += int(r["count"])
         late_rows = partial(self._late_frame, parsed) if self.cfg.late_policy == LatePolicy.SIDE_OUTPUT else None
-        got, buckets, held = self._advance(prev, step, plan.watermark, rows, n_valid, dead, cache, late_rows)
+        got, buckets, held = self._advance(prev, step, plan.watermark, rows, n_valid, dead, cache, late_rows,
+                                           plan.touched)
         if got.new_rows != n_valid:
             msg = f"step {step}: the join judged {got.new_rows} rows, the row clock gave {n_valid}"
             raise RuntimeError(msg)

@@ -27,7 +27,7 @@ buckets only.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -74,6 +74,9 @@ class JoinWindowOperator:
 
     def row_columns(self) -> list[str] | None:
         return self.join.row_columns()
+
+    def touch_column(self, frame: DataFrame) -> Column:
+        return self.join.touch_column(frame)  # the join's key buckets (pass 1 returns those its rows touch)
 
     # -- the window store's manifest of a step -------------------------------------------
 
