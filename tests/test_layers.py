@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "src" / "lowwater"
@@ -70,6 +71,7 @@ def imports(source: str, module: str, is_package: bool = False) -> Iterator[str]
                 yield target
 
 
+@cache  # the two checks of the package share one walk of its source (a few seconds); nothing mutates the result
 def edges(root: Path = PKG) -> dict[tuple[str, str], list[str]]:
     """(importing unit, imported unit) -> the imports that make that edge, for every pair of distinct units."""
     found: dict[tuple[str, str], list[str]] = {}

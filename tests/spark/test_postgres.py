@@ -136,6 +136,7 @@ def test_session_windows_reach_postgres_like_parquet(spark, pg_server, tmp_path)
     assert len(late) == (len(pd.read_parquet(late_dir)) if late_dir.exists() else 0)
 
 
+# Five files a run (steps 0-4, the drain 5): the outages strike at steps 1 and 3, with steps on either side.
 OUTAGE_TABLES = {"results_table": "r2", "late_table": "l2", "dead_letter_table": "d2", "metrics_table": "m2"}
 
 
@@ -143,7 +144,7 @@ OUTAGE_TABLES = {"results_table": "r2", "late_table": "l2", "dead_letter_table":
 def clean_run(spark, pg_server, tmp_path_factory) -> str:  # noqa: ANN001
     """The uninterrupted reference of the database-outage tests: its pipeline name (output path)."""
     clean = tmp_path_factory.mktemp("clean")
-    land_many(clean, files=6, rows_per_file=300)
+    land_many(clean, files=5, rows_per_file=300)
     cfg = parse_config(pg_config(clean, pg_server.url, **OUTAGE_TABLES), clean)
     Engine(cfg, spark).run(drain=True)
     return cfg.output.path
@@ -152,7 +153,7 @@ def clean_run(spark, pg_server, tmp_path_factory) -> str:  # noqa: ANN001
 def test_database_down_then_back_loses_and_doubles_nothing(spark, pg_server, clean_run, tmp_path, monkeypatch,
                                                            caplog):
     broken = tmp_path / "broken"
-    land_many(broken, files=6, rows_per_file=300)
+    land_many(broken, files=5, rows_per_file=300)
     b_cfg = parse_config(pg_config(broken, pg_server.url, retries=2, backoff="0.05s", **OUTAGE_TABLES), broken)
 
     real = PostgresSink.deliver
@@ -235,7 +236,7 @@ def test_database_restarted_while_retrying_loses_and_doubles_nothing(spark, pg_s
     """The server goes away twice mid-run -- during the executors' staging COPY and during the
     driver's delivery -- and is started again by a thread while the run retries: no error."""
     back = tmp_path / "back"
-    land_many(back, files=6, rows_per_file=300)
+    land_many(back, files=5, rows_per_file=300)
     # retries 8, backoff 0.5s doubling: a retry window of ~90s against outages of ~2s
     k_cfg = parse_config(pg_config(back, pg_server.url, retries=8, backoff="0.5s", **OUTAGE_TABLES), back)
 
