@@ -63,6 +63,7 @@ from lowwater.runtime.columns import select
 from lowwater.runtime.fs import HadoopFS
 from lowwater.runtime.jobs import Background, without_aqe
 from lowwater.spark.clocked import ClockedRows, lookup_attach, lookup_needs
+from lowwater.spark.fused_write import Output, writable
 from lowwater.spark.held import CARRIED, HeldRows
 from lowwater.spark.hooks import StepHooks
 from lowwater.spark.metrics import METRICS_ARROW, METRICS_SCHEMA, metrics_row, metrics_table
@@ -345,16 +346,26 @@ class Engine:
             t_plan = time.monotonic()
             # The dead letters and the held rows depend on nothing the operator does: written side by
             # side with it (runtime/jobs.py), all finished before the commit.
+            # An operator writing its outputs in one job (spark/fused_write.py) writes them with its own.
+            takes = getattr(self.operator, "writes_beside", False)
+            given: list[Output] = []
             beside: list[Background] = []
-            if plan.dead:
-                beside.append(Background(lambda: self._write_dead_letters(parsed, step)))
+            held_job, held_entry = None, None
+            if plan.dead and takes and self.sinks.single and writable(self.fs, self.outputs.path("dead_letter", step)):
+                given.append(Output(self._dead_letters(parsed), self.outputs.path("dead_letter", step)))
+            elif plan.dead:
+                beside.append(Background(lambda: self.sinks.write("dead_letter", step, self._dead_letters(parsed))))
             else:
                 self.sinks.clear("dead_letter", step)
-            held_job = None
             if self.held is not None and plan.held:
                 rows = judged_rows(parsed, plan.ready_bounds, held=True, lane=self.lane)
-                held_job = Background(lambda: self.held.write(step, rows, plan.held))
-                beside.append(held_job)
+                if takes and writable(self.fs, self.held.path(step)):
+                    given.append(Output(self.held.frame(rows), self.held.path(step)))
+                    held_entry = self.held.entry(step, plan.held)
+                else:
+                    held_job = Background(lambda: self.held.write(step, rows, plan.held))
+                    beside.append(held_job)
+            plan = replace(plan, beside=tuple(given))
             try:
                 result = self.operator.step(
                     judged_rows(parsed, plan.ready_bounds, markers=self.planner.markers, lane=self.lane),
@@ -364,7 +375,7 @@ class Engine:
                     job.join()
             for job in beside:
                 job.result()
-            held = held_job.result() if held_job is not None else None  # HeldRows.write: None when none held
+            held = held_job.result() if held_job is not None else held_entry  # None when none held
         finally:
             for c in cache:
                 c.unpersist()
@@ -406,13 +417,13 @@ class Engine:
             self.sinks.prepare_all(self.schema, self.operator.empty_results(), METRICS_ARROW, METRICS_SCHEMA)
             self._outputs_ready = True
 
-    def _write_dead_letters(self, parsed: DataFrame, step: int) -> None:
+    def _dead_letters(self, parsed: DataFrame) -> DataFrame:
+        """dead_letter/'s rows: each dead row's input columns, its raw text and its reason."""
         cols = [F.col(c) for c in self.schema.fieldNames()]
         raw = F.col(CORRUPT) if CORRUPT in parsed.columns else F.lit(None).cast("string")
-        dead = parsed.filter(F.col("_dead").isNotNull()).select(
+        return parsed.filter(F.col("_dead").isNotNull()).select(
             *cols, raw.alias("raw"), F.col("_dead").alias("reason"), F.col("_file").alias("source_file")
         )
-        self.sinks.write("dead_letter", step, dead)
 
     def _commit(
         self, report: StepReport, tracker: WatermarkTracker, prev: Manifest, buckets: dict,
