@@ -329,33 +329,32 @@ class WindowedOperator:
 
             return write
 
+        # What the fused write writes: the pairs folded, the state read, dead and held rows (its tasks).
+        sized = sum(judged.pairs) + sum(prev.buckets[b].rows for b in read if b in prev.buckets) + plan.dead + plan.held
+
         def write_state() -> tuple[dict, dict]:
             t_s = time.monotonic()
             if fused is not None:  # the state (and what the engine handed over) in one job
-                sized = sum(judged.pairs) + sum(prev.buckets[b].rows for b in read if b in prev.buckets)
-                got = self._write_fused(step, [] if new_state is None else [self._state_output(step, new_state)],
-                                        list(plan.beside), sized + plan.dead + plan.held)
-                return got.get("state", ({}, {}))
+                states = [] if new_state is None else [self._state_output(step, new_state)]
+                return self._write_fused(step, states, list(plan.beside), sized).get("state", ({}, {}))
             written = self.store.write(step, new_state) if new_state is not None else {}
             waiting = self.store.column_min(step, "_due") if written and self.layout.timed else {}
             log.debug("step %d: state write %.2fs", step, time.monotonic() - t_s)
             return written, waiting
 
         if fused == ALL:  # results, late rows, state, dead letters and held rows: one Spark job
-            outputs = []
+            outputs: list[tuple[str, Output]] = []
             for kind, frame in (("results", emitted), ("late", late_rows)):
                 if frame is not None:
-                    outputs.append(("results" if kind == "results" else "late",
-                                    Output(frame, self.sinks.sinks[0].path(kind, step))))
+                    outputs.append((kind, Output(frame, self.sinks.sinks[0].path(kind, step))))
                 else:
                     self.sinks.clear(kind, step)
             if new_state is not None:
                 outputs.append(("state", self._state_output(step, new_state)))
-            sized = sum(judged.pairs) + sum(prev.buckets[b].rows for b in read if b in prev.buckets)
             with without_aqe(self.spark):
-                got = self._write_fused(step, [o for _, o in outputs], list(plan.beside),
-                                        sized + plan.dead + plan.held, [k for k, _ in outputs])
-            written, waiting = got.get("state", ({}, {}))
+                fused_out = self._write_fused(step, [o for _, o in outputs], list(plan.beside), sized,
+                                              [k for k, _ in outputs])
+            written, waiting = fused_out.get("state", ({}, {}))
         else:
             # Results, late rows and state read the same persisted frames and do not depend on each other.
             writes = [write_output("results", emitted), *([] if late_written else [write_output("late", late_rows)])]
