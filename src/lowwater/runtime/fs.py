@@ -76,6 +76,11 @@ class HadoopFS:
             self._systems[where] = p.getFileSystem(self._conf)
         return p, self._systems[where]
 
+    def setting(self, key: str) -> str | None:
+        """The session's Hadoop setting ``key`` (None when unset): a writer of its own reads S3A's this way."""
+        value = self._conf.get(key)
+        return None if value is None else str(value)
+
     def local_path(self, path: str) -> str | None:
         """The OS path of ``path`` when it is on the local file system, else None."""
         parts = urlsplit(path)

@@ -53,7 +53,8 @@ from lowwater.io.sink import Sinks, output_sinks
 from lowwater.io.source import Admitted, StreamSource
 from lowwater.runtime.columns import select
 from lowwater.runtime.fs import HadoopFS
-from lowwater.runtime.jobs import Background, without_aqe
+from lowwater.runtime.jobs import without_aqe
+from lowwater.spark.beside import start_beside
 from lowwater.spark.clocked import ClockedRows, lookup_attach, lookup_needs
 from lowwater.spark.faults import crash_point as _fault  # tests patch it here
 from lowwater.spark.hooks import StepHooks
@@ -271,24 +272,16 @@ class Engine:
                                    lookup_needs(markers), len(plan.lookup[0]))
                 plan = replace(plan, admit_us=admit_us, rows=rows)
             t_plan = time.monotonic()
-            # The dead letters and the held rows depend on nothing the operator does: written side by
-            # side with it (runtime/jobs.py), all finished before the commit.
-            beside: list[Background] = []
-            if plan.dead:
-                beside.append(Background(lambda: self.sinks.write("dead_letter", step, self.inputs.dead(parsed))))
-            else:
-                self.sinks.clear("dead_letter", step)
-            held_job = self.inputs.hold(parsed, plan.ready_bounds, step, plan.held)  # HeldRows.write, beside
-            beside += [held_job] if held_job is not None else []
+            # Dead letters and held rows: written beside the operator, or by it (spark/beside.py).
+            beside = start_beside(self.inputs, self.sinks, self.outputs, self.fs, parsed, plan, step,
+                                  getattr(self.operator, "writes_beside", False))
+            plan = replace(plan, beside=tuple(beside.given))
             try:
                 result = self.operator.step(self.inputs.judged(parsed, plan.ready_bounds, self.planner.markers),
                                             plan, prev, step, cache)
             finally:  # never leave a write running behind a failed step; its own failure fails the step
-                for job in beside:
-                    job.join()
-            for job in beside:
-                job.result()
-            held = held_job.result() if held_job is not None else None  # HeldRows.write: None when none held
+                beside.join()
+            held = beside.held()
         finally:
             for c in cache:
                 c.unpersist()

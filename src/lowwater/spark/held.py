@@ -41,11 +41,20 @@ class HeldRows:
         df = self.spark.read.schema(self.layout).parquet(self.path(int(manifest.held["version"])))
         return df.withColumn(CARRIED, F.lit(True))
 
+    def frame(self, rows: DataFrame) -> DataFrame:
+        """The columns a held version keeps of ``rows``."""
+        return rows.select(*self.layout.fieldNames())
+
     def write(self, step: int, rows: DataFrame, count: int) -> dict | None:
         """Hold ``rows`` (``count`` of them, known to the planner) as version ``step``; the manifest's entry."""
         if not count:
             return None
-        rows.select(*self.layout.fieldNames()).write.mode("overwrite").parquet(self.path(step))
+        self.frame(rows).write.mode("overwrite").parquet(self.path(step))
+        return self.entry(step, count)
+
+    @staticmethod
+    def entry(step: int, count: int) -> dict:
+        """The manifest's entry for ``count`` rows held as version ``step`` (however they were written)."""
         return {"version": step, "rows": count}
 
     def collect_garbage(self, keep: set[int]) -> None:

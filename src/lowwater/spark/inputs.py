@@ -31,6 +31,7 @@ from lowwater.io.source import CaughtUp, StreamSource, lanes_of, open_source, so
 from lowwater.io.sources import UnionSource, source_state_dir, to_layout, union_layout, union_payload
 from lowwater.runtime.fs import HadoopFS
 from lowwater.runtime.jobs import Background
+from lowwater.spark.fused_write import Output, writable
 from lowwater.spark.held import CARRIED, HeldRows
 from lowwater.spark.ready import judged_rows, lane_column
 from lowwater.spark.state import Manifest
@@ -127,6 +128,17 @@ class Inputs:
             return None
         held, rows = self.held, judged_rows(parsed, bounds, held=True, lane=self.lane)
         return Background(lambda: held.write(step, rows, count))
+
+    def held_output(
+        self, fs: HadoopFS, parsed: DataFrame, bounds: dict[str, tuple[int, str] | None] | None, step: int,
+        count: int,
+    ) -> tuple[Output, dict] | None:
+        """The ``count`` held rows as one output of a fused write (``spark/fused_write.py``) and their manifest
+        entry; None: none held, or a store the fused writer cannot write (then :meth:`hold`)."""
+        if self.held is None or not count or not writable(fs, self.held.path(step)):
+            return None
+        rows = judged_rows(parsed, bounds, held=True, lane=self.lane)
+        return Output(self.held.frame(rows), self.held.path(step)), self.held.entry(step, count)
 
     def collect_garbage(self, live: set[int]) -> None:
         """Delete the held rows no live manifest names."""

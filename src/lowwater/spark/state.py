@@ -151,9 +151,13 @@ class BucketStateStore:
             return None
         return self.spark.read.schema(self.schema).parquet(*paths)
 
+    def version_path(self, step: int) -> str:
+        """Where version ``step``'s buckets are (``_bucket=<end>`` under it)."""
+        return f"{self.root}/v{step:012d}"
+
     def write(self, step: int, df: DataFrame) -> dict[int, tuple[int, int]]:
         """Write ``df`` (with a ``_bucket`` column) as version ``step``; rows and bytes per bucket."""
-        target = f"{self.root}/v{step:012d}"
+        target = self.version_path(step)
         df.write.mode("overwrite").partitionBy("_bucket").parquet(target)
         return self._bucket_stats(target)
 

@@ -18,6 +18,7 @@ import numpy as np
 from lowwater.core.accounting import Accounting
 from lowwater.io.source import Admitted
 from lowwater.spark.clocked import ClockedRows
+from lowwater.spark.fused_write import Output
 from lowwater.spark.state import Bucket, Manifest
 from lowwater.time import NEG_INF, format_ts, output_us
 
@@ -78,6 +79,10 @@ class StepPlan:
     # The executors' clock: the values the operator's touch column takes on the judged data rows (the join's
     # key buckets), learnt in pass 1; None: not known (the operator finds out itself if it needs to).
     touched: frozenset[int] | None = None
+    # Outputs of the step the operator's writes do not feed (dead letters, held rows), handed to an operator
+    # that writes its own outputs in one Spark job (``writes_beside``, ``spark/fused_write.py``) to write
+    # with them; the engine writes them itself otherwise.
+    beside: tuple[Output, ...] = ()
 
     @property
     def data_rows(self) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,8 @@ from lowwater.config.window import WindowConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.runtime.columns import col, memo, select, watermark_ts
-from lowwater.runtime.jobs import side_by_side
+from lowwater.runtime.jobs import side_by_side, without_aqe
+from lowwater.spark.fused_write import Output, writable, write_outputs
 from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.windowed.executor import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
 from lowwater.spark.operators.windowed.fold import ROWS, StateLayout, step_windows
@@ -42,6 +44,8 @@ from lowwater.spark.step import OperatorResult, StepPlan
 from lowwater.time import POS_INF, output_us
 
 log = logging.getLogger("lowwater")
+ROWS_A_TASK = 1_000_000  # the fused write's tasks: one per this many rows written
+ALL, STATE = "all", "state"  # what the fused write takes in a step (WindowedOperator._fused)
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,7 @@ class WindowedOperator:
     """Tumbling and hopping windows: state is one bucket per window end, read only where a step needs it."""
 
     driver_clock_only: str | None = None  # either row clock serves it
+    writes_beside = True  # it writes plan.beside (dead letters, held rows) with its own outputs, in one job
 
     def __init__(self, ctx: OperatorContext, layout: StateLayout) -> None:
         self.cfg, self.spark, self.sinks, self.inputs, self.clock = ctx.cfg, ctx.spark, ctx.sinks, ctx.inputs, ctx.clock
@@ -187,6 +192,54 @@ class WindowedOperator:
         )
         return plan.rows.map(fn, schema, cols)
 
+    def _fused(self, step: int) -> str | None:
+        """What the fused write (``spark/fused_write.py``) takes this step: :data:`ALL` outputs (Parquet the
+        only sink), the :data:`STATE` only (other sinks write their own), or None (a path it cannot write)."""
+        state = self.store.version_path(step)
+        if not writable(self.store.fs, state):
+            return None
+        if not self.sinks.single:
+            return STATE
+        paths = [self.sinks.sinks[0].path(kind, step) for kind in ("results", "late")]
+        return ALL if writable(self.store.fs, *paths, state) else STATE
+
+    def _state_output(self, step: int, new_state: DataFrame) -> Output:
+        return Output(new_state, self.store.version_path(step), partition="_bucket",
+                      low="_due" if self.layout.timed else None)
+
+    def _write_fused(
+        self, step: int, outputs: list[Output], beside: list[Output], rows: int, kinds: list[str] | None = None,
+    ) -> dict[str, tuple[dict[int, tuple[int, int]], dict[int, int | None]]]:
+        """``outputs`` (named by ``kinds``; default: the state) and ``beside`` in one Spark job.
+
+        Returns the state's rows and bytes per bucket and, with a processing-time trigger, its earliest
+        ``_due`` per bucket, under ``"state"``. ``rows``: how many pairs, state, dead and held rows the
+        step writes: a writing task per :data:`ROWS_A_TASK`, at most the session's shuffle partitions.
+        """
+        kinds = kinds if kinds is not None else ["state"] * len(outputs)
+        if not outputs and not beside:
+            return {}
+        t_w = time.monotonic()
+        most = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 1)
+        files = write_outputs(self.store.fs, [*outputs, *beside], max(1, min(most, -(-rows // ROWS_A_TASK))))
+        out: dict[str, tuple[dict[int, tuple[int, int]], dict[int, int | None]]] = {}
+        for kind, got in zip(kinds, files, strict=False):
+            if kind != "state":
+                continue
+            written: dict[int, tuple[int, int]] = {}
+            lows: dict[int, list[int]] = {}
+            for f in got:
+                assert f.part is not None
+                n, size = written.get(f.part, (0, 0))
+                written[f.part] = (n + f.rows, size + f.bytes)
+                lows.setdefault(f.part, [])
+                if f.low is not None:
+                    lows[f.part].append(f.low)
+            waiting = {b: min(v) if v else None for b, v in lows.items()} if self.layout.timed else {}
+            out["state"] = (written, waiting)
+        log.debug("step %d: fused write %.2fs", step, time.monotonic() - t_w)
+        return out
+
     def _late_rows(self, contrib: DataFrame, prev: Manifest) -> DataFrame:
         """late/'s rows: the too-late pairs of the contributions, each with its whole input row."""
         p = PAYLOAD
@@ -217,13 +270,15 @@ class WindowedOperator:
         contrib = None
         judged = Judged((0, 0, 0), (0, 0, 0), frozenset(), None)
         late_written = False
+        fused = self._fused(step)
         if plan.data_rows:
             contrib = self._contributions(plan, with_payload=side_output, step=step).persist()
             cache.append(contrib)
             t_c = time.monotonic()
             # The one pass over the rows; the rest reads the cached frame. Where rows may be too late
-            # and Parquet is the only sink, that pass writes them (one job, not a noop and a late write).
-            late_written = side_output and self.sinks.single
+            # and Parquet is the only sink, that pass writes them (one job, not a noop and a late write),
+            # unless the fused write takes them.
+            late_written = side_output and self.sinks.single and fused != ALL
             write = (lambda observed: self.sinks.write("late", step, self._late_rows(observed, prev))) \
                 if late_written else None
             judged = _judged(contrib, step, write)
@@ -250,10 +305,13 @@ class WindowedOperator:
                 if n_late and contrib is not None else None)
         state = self.store.read(prev, read)
         emit_wm = output_us(w_new)
-        emitted, new_state = step_windows(
-            self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
-            now_us=plan.now_us, admit_us=plan.admitted_at_us,
-        )
+        # One job for every write: the fold's persisted frames are planned without AQE (an exchange is
+        # then a stage, not a job), and the fused write coalesces what AQE would have.
+        with without_aqe(self.spark) if fused == ALL else nullcontext():
+            emitted, new_state = step_windows(
+                self.layout, state, on_time, late, w_new, grace, emit_wm, step, cache, self.cfg.window.accumulation,
+                now_us=plan.now_us, admit_us=plan.admitted_at_us,
+            )
         if emitted is not None and not (fires or n_late or early is not None):
             # Nothing can be emitted (no window reaches W, no late update, no early trigger): skip
             # the results job, which would scan the merged state only to write an empty frame.
@@ -271,16 +329,38 @@ class WindowedOperator:
 
             return write
 
+        # What the fused write writes: the pairs folded, the state read, dead and held rows (its tasks).
+        sized = sum(judged.pairs) + sum(prev.buckets[b].rows for b in read if b in prev.buckets) + plan.dead + plan.held
+
         def write_state() -> tuple[dict, dict]:
             t_s = time.monotonic()
+            if fused is not None:  # the state (and what the engine handed over) in one job
+                states = [] if new_state is None else [self._state_output(step, new_state)]
+                return self._write_fused(step, states, list(plan.beside), sized).get("state", ({}, {}))
             written = self.store.write(step, new_state) if new_state is not None else {}
             waiting = self.store.column_min(step, "_due") if written and self.layout.timed else {}
             log.debug("step %d: state write %.2fs", step, time.monotonic() - t_s)
             return written, waiting
 
-        # Results, late rows and state read the same persisted frames and do not depend on each other.
-        writes = [write_output("results", emitted), *([] if late_written else [write_output("late", late_rows)])]
-        *_, (written, waiting) = side_by_side(*writes, write_state)
+        if fused == ALL:  # results, late rows, state, dead letters and held rows: one Spark job
+            outputs: list[tuple[str, Output]] = []
+            for kind, frame in (("results", emitted), ("late", late_rows)):
+                if frame is not None:
+                    outputs.append((kind, Output(frame, self.sinks.sinks[0].path(kind, step))))
+                else:
+                    self.sinks.clear(kind, step)
+            if new_state is not None:
+                outputs.append(("state", self._state_output(step, new_state)))
+            with without_aqe(self.spark):
+                fused_out = self._write_fused(step, [o for _, o in outputs], list(plan.beside), sized,
+                                              [k for k, _ in outputs])
+            written, waiting = fused_out.get("state", ({}, {}))
+        else:
+            # Results, late rows and state read the same persisted frames and do not depend on each other.
+            writes = [write_output("results", emitted), *([] if late_written else [write_output("late", late_rows)])]
+            if fused is None and plan.beside:  # what the engine handed over, on its own
+                writes.append(lambda: self._write_fused(step, [], list(plan.beside), plan.dead + plan.held))
+            *_, (written, waiting) = side_by_side(*writes, write_state)
         fired = revisions = provisionals = 0
         if obs is not None:
             got = obs.get
