@@ -137,8 +137,10 @@ def test_delta_on_s3_killed_crashed_refused_and_reconciled_equals_the_local_run(
         script = subprocess.Popen([sys.executable, "-c", SCRIPT, str(local), str(remote), ",".join(PER_RUN), *TABLES],
                                   cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=script_err,
                                   start_new_session=True)
+    go = tmp_path / "go"  # it waits after its first commit until the second run has been refused (spark/faults.py)
     proc = subprocess.Popen([sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", "--drain", "-q"],
-                            cwd=remote, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=remote, env={**env, "LOWWATER_FAULT": f"after_commit:0:wait:{go}"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
         deadline = time.monotonic() + 300
@@ -146,6 +148,7 @@ def test_delta_on_s3_killed_crashed_refused_and_reconciled_equals_the_local_run(
                 fs.read_text(f"{out}/{LOCK_NAME}") if fs.exists(f"{out}/{LOCK_NAME}") else ""):
             time.sleep(0.25)  # each look is S3 requests: moto's CPU and this JVM's, taken from the two runs
         second = run_cli_here(["run", "pipeline.toml", "--once", "-q"], remote)  # while the first one holds it
+        go.touch()
         committed = []
         while time.monotonic() < deadline and len(committed) < 2 and proc.poll() is None:
             if _newest_step(fs, out) >= len(committed):

@@ -134,7 +134,8 @@ def test_on_s3_killed_crashed_and_refused_a_run_equals_the_local_run(spark, s3_s
     fs = HadoopFS(spark)
 
     # 1. a real process, killed -9 at a random moment after its first commit; meanwhile a second run refuses
-    env = fast_jvm({**os.environ, "PYSPARK_PYTHON": sys.executable})
+    go = tmp_path / "go"  # it waits after its first commit until the second run has been refused (spark/faults.py)
+    env = fast_jvm({**os.environ, "PYSPARK_PYTHON": sys.executable, "LOWWATER_FAULT": f"after_commit:0:wait:{go}"})
     proc = subprocess.Popen([sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", "--drain", "-q"],
                             cwd=remote, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
@@ -144,6 +145,7 @@ def test_on_s3_killed_crashed_and_refused_a_run_equals_the_local_run(spark, s3_s
                 fs.read_text(f"{out}/{LOCK_NAME}") if fs.exists(f"{out}/{LOCK_NAME}") else ""):
             time.sleep(0.25)  # each look is S3 requests: moto's CPU and this JVM's, taken from the run
         second = run_cli_here(["run", "pipeline.toml", "--once", "-q"], remote)  # while the first one holds it
+        go.touch()
         while time.monotonic() < deadline and _newest_step(fs, out) < 0 and proc.poll() is None:
             time.sleep(0.2)
         delay = float(np.random.default_rng().uniform(0.0, step_s))

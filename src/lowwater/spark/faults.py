@@ -20,8 +20,20 @@ def crash_point(point: str, step: int) -> None:
     ``before_commit:3:sigkill`` sends SIGKILL instead of exiting: to the
     process group when this process leads it (a test started the driver in its
     own session, so its JVM dies with it), else to this process.
+    ``after_commit:0:wait:<path>`` does not crash: it waits there until the file
+    ``<path>`` exists (at most 10 minutes), so a test can act while the run
+    holds its lock, however fast its steps are, before killing it.
     """
     spec = os.environ.get("LOWWATER_FAULT")
+    wait = f"{point}:{step}:wait:"
+    if spec and spec.startswith(wait):
+        import time
+
+        path, deadline = spec[len(wait):], time.monotonic() + 600
+        log.error("LOWWATER_FAULT: waiting at %s of step %d for %s", point, step, path)
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return
     if spec and spec in (f"{point}:{step}", f"{point}:{step}:sigkill"):
         log.error("LOWWATER_FAULT: crashing at %s of step %d", point, step)
         if spec.endswith(":sigkill"):
