@@ -20,7 +20,8 @@ the driver:
    row ids, the new state, per-bucket summaries and count deltas come back,
    persisted; the state write runs it and observes the summaries and counts
    (``observed.py``: no job of their own);
-4. **write** through the sinks: ``joined``, ``late`` (too-late rows whole,
+4. **write** (``writes.py``: with Parquet the only sink, state, ``joined`` and the dead letters
+   and held rows the engine hands over in one fused job) through the sinks: ``joined``, ``late`` (too-late rows whole,
    joined back to the micro-batch by row id, ``reason = too_late_for_join``),
    ``join_metrics`` (the held output watermark: ``min(W, earliest buffered event
    time)``, an aggregate of the bucket summaries), and the state as version
