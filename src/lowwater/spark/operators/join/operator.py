@@ -20,7 +20,8 @@ the driver:
    row ids, the new state, per-bucket summaries and count deltas come back,
    persisted; the state write runs it and observes the summaries and counts
    (``observed.py``: no job of their own);
-4. **write** through the sinks: ``joined``, ``late`` (too-late rows whole,
+4. **write** (``writes.py``: with Parquet the only sink, state, ``joined`` and the dead letters
+   and held rows the engine hands over in one fused job) through the sinks: ``joined``, ``late`` (too-late rows whole,
    joined back to the micro-batch by row id, ``reason = too_late_for_join``),
    ``join_metrics`` (the held output watermark: ``min(W, earliest buffered event
    time)``, an aggregate of the bucket summaries), and the state as version
@@ -50,14 +51,16 @@ from lowwater.core.join import TOO_LATE_FOR_JOIN, JoinType, Side, SideCounts
 from lowwater.core.lateness import LatePolicy
 from lowwater.core.temporal_join import JoinKind
 from lowwater.runtime.columns import watermark_ts
-from lowwater.runtime.jobs import side_by_side, without_aqe
+from lowwater.runtime.jobs import without_aqe
+from lowwater.spark.fused_write import Output
 from lowwater.spark.operators.join.executor import (
     make_join_pass,
     out_schema,
     state_columns,
 )
 from lowwater.spark.operators.join.input import BUCKETS, bucket_of, join_columns, new_rows, state_rows
-from lowwater.spark.operators.join.observed import BucketSummary, Pass, observed_pass, read_observed
+from lowwater.spark.operators.join.observed import BucketSummary, Pass
+from lowwater.spark.operators.join.writes import JoinWrites, fusable
 from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.windowed.executor import PER_ROW, clipping
 from lowwater.spark.operators.windowed.fold import StateLayout
@@ -98,6 +101,7 @@ class JoinOperator:
     """``[join]``: an interval join of two sources (the operator ``join``, ``config/join.JOIN_WINDOW``)."""
 
     driver_clock_only: str | None = None  # either row clock serves it: it reads only the clock's columns
+    writes_beside = True  # it writes plan.beside (dead letters, held rows) with its state, in one job (writes.py)
     window_verdicts = False  # it judges its rows from W(r): the driver's clock assigns no window (planner.py)
 
     def __init__(self, ctx: OperatorContext, layout: StateLayout) -> None:
@@ -112,6 +116,9 @@ class JoinOperator:
         self.out_schema = out_schema(self.join, self.types)
         self._prepared = False
         self.last: tuple[Pass, int] | None = None  # the last step's pass and held output W (join/windows.py)
+        # plan.beside (dead letters, held rows) and their rows, for the step's _advance to write
+        self.handed: tuple[tuple[Output, ...], int] = ((), 0)
+        self.writes = JoinWrites(self.join, ctx.sinks, self.store, self._state_names())
 
     # -- layouts ---------------------------------------------------------------------
 
@@ -234,8 +241,11 @@ class JoinOperator:
     ) -> tuple[Pass, dict[int, Bucket], int]:
         """One step (or the drain): read, pass, write; (the pass, the manifest's buckets, the held output W).
 
-        ``known``: the buckets the rows touch, when the executors' clock told (``plan.touched``).
+        ``known``: the buckets the rows touch, when the executors' clock told (``plan.touched``). What the
+        engine handed over (``self.handed``) is written with the state (``writes.py``).
         """
+        beside, beside_rows = self.handed
+        self.handed = ((), 0)
         t0 = time.monotonic()
         counts, summaries = self._load(prev)
         touched: set[int] | None = set()  # None: every bucket (not worth a job to find out)
@@ -248,10 +258,17 @@ class JoinOperator:
         read, dropped = self._plan_buckets(prev, summaries, touched, watermark_us, counts)
         # The write runs the pass (its counts and summaries come with it). AQE is off while the pass is
         # persisted (its cached plan is planned then) and written: its exchange is a stage of the write's
-        # job, not a job of its own, as the row clock's pass 1 (ADR 0047).
+        # job, not a job of its own, as the row clock's pass 1 (ADR 0047). Where it can, that one job
+        # writes joined/ and what the engine handed over too (``writes.py``).
+        self._prepare()
+        fused = fusable(self.sinks, self.store, step)
         with without_aqe(self.spark):
             got = self._keyed_pass(rows, prev, read, watermark_us, cache)
-            written = self._write_state(step, got)
+            if fused:
+                sized = n_rows + sum(prev.buckets[b].rows for b in read if b in prev.buckets) + beside_rows
+                written = self.writes.fused(step, got, list(beside), sized)
+            else:
+                written = self.writes.state(step, got, list(beside))
         t2 = time.monotonic()
         for side, n in dead.items():
             counts[side].rows += n
@@ -264,7 +281,7 @@ class JoinOperator:
         self._check(counts, kept)
         buckets = {b: prev.buckets[b] for b in kept if b not in got.summaries}
         buckets.update(written)
-        self._write_outputs(step, got, late_rows)
+        self.writes.outputs(step, got, late_rows, joined=not fused)
         missing = set(got.summaries) - set(buckets)
         if missing:
             msg = f"join: state buckets {sorted(missing)} were summarised but not written"
@@ -299,40 +316,6 @@ class JoinOperator:
                 msg = f"join: {held} unmatched rows buffered on the {side} side, counted {c.pending}"
                 raise AssertionError(msg)
 
-    def _write_state(self, step: int, got: Pass) -> dict[int, Bucket]:
-        """The new state buckets: the first job over the pass's persisted output, observing its small outputs."""
-        if got.out is None:
-            return {}
-        observed, obs = observed_pass(got.out, step)
-        rows = observed.filter(F.col("_out") == "S").select(*self._state_names(), "_bucket")
-        written = self.store.write(step, rows)
-        read_observed(got, obs)
-        return {b: Bucket(version=step, fired=False, rows=n, bytes=size) for b, (n, size) in written.items()}
-
-    def _write_outputs(self, step: int, got: Pass, late_rows: Callable[[DataFrame], DataFrame] | None) -> None:
-        """joined/ and late/, side by side from the pass's persisted output."""
-        self._prepare()
-        out = got.out
-
-        def joined() -> None:
-            frame = None
-            if out is not None and got.emitted:
-                frame = out.filter(F.col("_out") == "J").select(
-                    *[F.col(f"_j_{c}").alias(c) for c in self.join.output_columns()],
-                    F.timestamp_micros("_j_left_us").alias("left_event_time"),
-                    F.timestamp_micros("_j_right_us").alias("right_event_time"),
-                    watermark_ts("_j_w_us").alias("watermark"),
-                )
-            self.sinks.write_or_clear("joined", step, frame)
-
-        def late() -> None:
-            frame = None
-            if out is not None and late_rows is not None and any(d["too_late"] for d in got.deltas.values()):
-                frame = late_rows(out.filter(F.col("_out") == "T").select("_rid", "_w"))
-            self.sinks.write_or_clear("late", step, frame)
-
-        side_by_side(joined, late)
-
     def step(
         self, parsed: DataFrame, plan: StepPlan, prev: Manifest, step: int, cache: list[DataFrame],
     ) -> OperatorResult:
@@ -350,6 +333,7 @@ class JoinOperator:
                 side = self.join.side_of(r["_source"])
                 if side is not None:
                     dead[Side(side)] += int(r["count"])
+        self.handed = (plan.beside, plan.dead + plan.held)
         late_rows = partial(self._late_frame, parsed) if self.cfg.late_policy == LatePolicy.SIDE_OUTPUT else None
         got, buckets, held = self._advance(prev, step, plan.watermark, rows, n_valid, dead, cache, late_rows,
                                            plan.touched)

@@ -65,6 +65,7 @@ class JoinWindowOperator:
 
     driver_clock_only: str | None  # either row clock serves it, unless a tie-ordered aggregate follows the join
     window_verdicts = False  # the join judges its inputs; the window judges joined rows at the join's hold
+    writes_beside = True  # the join writes plan.beside with its state, in one job (join/writes.py)
 
     def state_schema(self) -> T.StructType:
         return self.join.state_schema()
