@@ -17,31 +17,16 @@ def spark():
     from lowwater.io.kafka import connector_jars
     from lowwater.io.s3 import s3_jars
     from lowwater.runtime.session import get_spark
-    from tests.spark.helpers import fast_jvm
 
-    # The driver JVM with the C1 compiler only and the serial collector, as the tests' ``lowwater`` processes
-    # (helpers.FAST_JVM_OPTS): its work is thousands of small jobs over tiny data, where C2's compiler threads
-    # and a parallel collector compete for the CPUs with the work (the same test files took 23-31 % less CPU
-    # with them on the loaded 2-CPU machine). How Spark computes is the same. Given through SPARK_SUBMIT_OPTS
-    # for the launch only, so the session's spark.driver.extraJavaOptions stay lowwater's own
-    # (test_session_settings) and no later process inherits it.
-    before = os.environ.get("SPARK_SUBMIT_OPTS")
-    os.environ["SPARK_SUBMIT_OPTS"] = fast_jvm(dict(os.environ))["SPARK_SUBMIT_OPTS"]
-    try:
-        session = get_spark(
-            SparkConfig(
-                master="local[2]",
-                app_name="lowwater-tests",
-                shuffle_partitions=2,
-                conf={"spark.ui.enabled": "false", "spark.sql.adaptive.coalescePartitions.enabled": "true"},
-            ),
-            jars=connector_jars() + s3_jars(),  # Spark's Kafka and S3A connectors: the Kafka and S3 tests share it
-        )
-    finally:
-        if before is None:
-            os.environ.pop("SPARK_SUBMIT_OPTS", None)
-        else:
-            os.environ["SPARK_SUBMIT_OPTS"] = before
+    session = get_spark(
+        SparkConfig(
+            master="local[2]",
+            app_name="lowwater-tests",
+            shuffle_partitions=2,
+            conf={"spark.ui.enabled": "false", "spark.sql.adaptive.coalescePartitions.enabled": "true"},
+        ),
+        jars=connector_jars() + s3_jars(),  # Spark's Kafka and S3A connectors: the Kafka and S3 tests share it
+    )
     yield session
     session.stop()
 
