@@ -158,7 +158,8 @@ def test_delta_on_s3_killed_crashed_refused_and_reconciled_equals_the_local_run(
         time.sleep(delay)
         os.killpg(proc.pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=60)
-        assert proc.returncode == -signal.SIGKILL, ("finished before the kill", err.decode()[-2000:])
+        text = err.decode()  # where it began and how it ended (an early exit's first lines name its cause)
+        assert proc.returncode == -signal.SIGKILL, ("finished before the kill", text[:3000], text[-2000:])
         assert second.returncode == 2, second.stdout + second.stderr
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1, lines
