@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark import TaskContext
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -233,6 +233,12 @@ def _delete_unreported(fs: HadoopFS, store: _Store, root: str, target: str, keep
     for info in infos:
         if info.type == pafs.FileType.File and info.path not in keep and not info.base_name.startswith("_"):
             fsys.delete_file(info.path)
+
+
+def writing_tasks(spark: SparkSession, rows: int, rows_a_task: int) -> int:
+    """How many tasks write ``rows``: one per ``rows_a_task``, at least one, at most the shuffle partitions."""
+    most = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    return max(1, min(most, -(-rows // rows_a_task)))
 
 
 def write_outputs(fs: HadoopFS, outputs: list[Output], tasks: int) -> list[list[Written]]:

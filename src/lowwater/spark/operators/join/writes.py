@@ -21,7 +21,7 @@ from lowwater.config.join import JoinConfig
 from lowwater.io.sink import Sinks
 from lowwater.runtime.columns import watermark_ts
 from lowwater.runtime.jobs import side_by_side
-from lowwater.spark.fused_write import Output, Written, writable, write_outputs
+from lowwater.spark.fused_write import Output, Written, writable, write_outputs, writing_tasks
 from lowwater.spark.operators.join.observed import Pass, observed_pass, read_observed
 from lowwater.spark.state import Bucket, BucketStateStore
 
@@ -75,9 +75,7 @@ class JoinWrites:
             observed, obs = observed_pass(got.out, step)
             outputs.append(Output(self._state(observed), self.store.version_path(step), partition="_bucket"))
             outputs.append(Output(joined_frame(got.out, self.join), self.sinks.sinks[0].path("joined", step)))
-        spark = self.store.spark
-        most = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
-        files = write_outputs(self.store.fs, [*outputs, *beside], max(1, min(most, -(-rows // ROWS_A_TASK))))
+        files = write_outputs(self.store.fs, [*outputs, *beside], writing_tasks(self.store.spark, rows, ROWS_A_TASK))
         if obs is not None:
             read_observed(got, obs)
         if not got.emitted:

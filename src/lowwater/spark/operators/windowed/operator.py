@@ -35,7 +35,7 @@ from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, LatePolicy
 from lowwater.runtime.columns import col, memo, select, watermark_ts
 from lowwater.runtime.jobs import side_by_side, without_aqe
-from lowwater.spark.fused_write import Output, writable, write_outputs
+from lowwater.spark.fused_write import Output, writable, write_outputs, writing_tasks
 from lowwater.spark.operators.protocol import OperatorContext
 from lowwater.spark.operators.windowed.executor import PAYLOAD, PER_ROW, clipping, contrib_schema, make_contribute
 from lowwater.spark.operators.windowed.fold import ROWS, StateLayout, step_windows
@@ -220,8 +220,7 @@ class WindowedOperator:
         if not outputs and not beside:
             return {}
         t_w = time.monotonic()
-        most = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 1)
-        files = write_outputs(self.store.fs, [*outputs, *beside], max(1, min(most, -(-rows // ROWS_A_TASK))))
+        files = write_outputs(self.store.fs, [*outputs, *beside], writing_tasks(self.spark, rows, ROWS_A_TASK))
         out: dict[str, tuple[dict[int, tuple[int, int]], dict[int, int | None]]] = {}
         for kind, got in zip(kinds, files, strict=False):
             if kind != "state":
