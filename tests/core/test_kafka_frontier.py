@@ -16,10 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lowwater.core.frontier import (
+    STR_LANES,
     ArrivalFrontier,
     FrontierState,
     kafka_lane,
     lane_label,
+    lane_of,
     split_topic_partition,
     tie_key,
 )
@@ -171,6 +173,21 @@ def test_a_source_of_several_topics_has_a_lane_a_tie_key_and_a_name_per_topic_pa
     assert kafka_lane("s", 3, "t") == "s\x000000000003\x00t-3"
     assert split_topic_partition("orders-eu-12") == ("orders-eu", 12)
     assert [split_topic_partition(n) for n in ("3", "orders-", "-3", "orders-x")] == [None] * 4
+
+
+def test_one_lane_rule_names_a_rows_lane_as_kafka_lane_does():
+    """``lane_of`` on strings (the rule the Arrow and Spark adapters evaluate) gives the persisted lanes."""
+    one = ("s",)  # a source of one topic: the partition number zero-padded, then its topic-partition
+    assert lane_of(STR_LANES, "s", 3, "t-3", one, single=True) == kafka_lane("s", 3, "t") == "s\x000000000003\x00t-3"
+    assert lane_of(STR_LANES, "s", "12", "t-12", one, single=True) == kafka_lane("s", 12, "t")
+    assert lane_of(STR_LANES, "s", "2147483647", "t-2147483647", one, True) == "s\x002147483647\x00t-2147483647"
+    # Several topics: the rows' partition is already the topic-partition, kept as it is (ADR 0043).
+    assert lane_of(STR_LANES, "s", "orders-eu-3", "orders-eu-3", one, single=True) == \
+        kafka_lane("s", 3, "orders-eu", by_topic=True) == "s\x00orders-eu-3\x00orders-eu-3"
+    # Several sources: only those of partition lanes get one; a file source's lane is its name.
+    assert lane_of(STR_LANES, "s", 3, "t-3", ("k", "s"), single=False) == kafka_lane("s", 3, "t")
+    assert lane_of(STR_LANES, "files", "0", "f.jsonl", ("k", "s"), single=False) == "files"
+    assert lane_of(STR_LANES, "files", "0", "f.jsonl", (), single=False) == "files"
 
 
 @settings(max_examples=60, deadline=None)

@@ -6,7 +6,8 @@ after are kept, and the executors' clock recomputes ``W`` from the same rows:
 summaries per partition, the fold, the lookup in the operator's pass. Then
 whole runs through either clock, with random cuts, give identical outputs for
 each window type, lateness policy, accumulation mode, markers, idleness and
-clipping -- and the executors' clock did run.
+clipping -- and the executors' clock did run. Both clocks name a row's lane
+with one rule (``core/frontier.lane_of``), in Arrow and in Spark SQL.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from lowwater.config import parse_config
+from lowwater.core.frontier import kafka_lane
 from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.tracker_state import TrackerState
+from lowwater.io.source import lanes_of
 from lowwater.spark.planner import StepPlanner
+from lowwater.spark.ready import lane_column
 from lowwater.spark.row_clock import ExecutorClock, unavailable
 from lowwater.testing.scenario import base_config, run_scenario
 
@@ -162,3 +167,38 @@ def test_markers_move_the_watermark_on_the_executors_too(spark, tmp_path, monkey
         outs[clock] = _outputs(run_scenario(spark, config, rows, cuts=[30, 61], workdir=tmp_path / clock))
     assert outs["executors"] == outs["driver"]
     assert outs["executors"][2]["markers"] == sum(r["is_marker"] for r in rows)
+
+
+def _kafka(name: str, **topics: object) -> dict:
+    return {"name": name, "format": "kafka", "bootstrap_servers": "b:9092", "schema": "id STRING, event_time DOUBLE",
+            "event_time": "event_time", "watermark": {"max_out_of_orderness": "0s"}, **topics}
+
+
+def test_the_driver_and_the_executors_name_lanes_as_the_core_rule_does(spark):
+    """The planner's Arrow lanes and ``lane_column``'s equal ``kafka_lane``'s strings (persisted in manifests)."""
+    several = base_config()
+    several["source"] = [{**several.pop("source"), "name": "bank", "arrival_time": "event_time",
+                          "watermark": several.pop("watermark")},
+                         _kafka("pay", topic="payments"), _kafka("mt", topics=["a", "orders-eu"])]
+    one = base_config()
+    one["source"] = {k: v for k, v in _kafka("pay", topic="payments").items() if k not in ("name", "watermark")}
+    rows = [("bank", "0", "landing/f.jsonl", "bank"),
+            ("pay", "3", "payments-3", kafka_lane("pay", 3, "payments")),
+            ("pay", "12", "payments-12", kafka_lane("pay", 12, "payments")),
+            ("mt", "a-0", "a-0", kafka_lane("mt", 0, "a", by_topic=True)),  # several topics (ADR 0043)
+            ("mt", "orders-eu-12", "orders-eu-12", kafka_lane("mt", 12, "orders-eu", by_topic=True))]
+    single = [("default", "7", "payments-7", kafka_lane("default", 7, "payments"))]
+    for data, table in ((several, rows), (one, single)):
+        cfg = parse_config(data)
+        lanes = lanes_of(cfg)
+        compact = pa.table({"_source": [r[0] for r in table], "_part": [r[1] for r in table],
+                            "_file": [r[2] for r in table]})
+        if not cfg.multi_source:
+            compact = compact.drop_columns(["_source"])
+        expected = [r[3] for r in table]
+        assert StepPlanner(cfg, {}, lambda: 0).lanes(compact).tolist() == expected
+        frame = spark.createDataFrame([(i, *r[:3]) for i, r in enumerate(table)], "_i INT, _source STRING, "
+                                      "_part STRING, _file STRING")
+        got = frame.orderBy("_i").select(lane_column(lanes.by_partition, lanes.single).alias("lane")).collect()
+        assert [r["lane"] for r in got] == expected
+    assert rows[1][3] == "pay\x000000000003\x00payments-3" and rows[3][3] == "mt\x00a-0\x00a-0"

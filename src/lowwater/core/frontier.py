@@ -38,8 +38,10 @@ input landed at all when it went idle by its configured timeout, as in Flink.
 micro-batch across partitions by offsets (``maxOffsetsPerTrigger`` in
 proportion to each partition's backlog), not by record time, so the partitions
 of one topic are independently cut logs, like several sources. Each Kafka
-partition is a *lane* (:func:`kafka_lane`) that holds the frontier at its
-latest delivered arrival while it still has a *backlog* (records beyond what
+partition is a *lane* (:func:`lane_of`: the one rule naming a row's lane, which
+the driver's Arrow and the executors' Spark SQL evaluate through thin
+adapters, :class:`LaneOps`) that holds the frontier at its latest delivered
+arrival while it still has a *backlog* (records beyond what
 was delivered); a partition that is *caught up* (Spark's end offset for the
 step reached the partition's end offset when the step ran) holds nobody back:
 it has nothing earlier to deliver. Which partitions are caught up is told at
@@ -72,9 +74,9 @@ Pure numpy; the engine keeps :class:`FrontierState` in its manifest.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -95,14 +97,76 @@ def split_topic_partition(name: str) -> tuple[str, int] | None:
     return (topic, int(number)) if sep and topic and number.isdigit() else None
 
 
+V = TypeVar("V")
+
+
+class LaneOps(Protocol[V]):
+    """The string operations :func:`lane_of` is written in, on one backend's values ``V``.
+
+    Plain ``str`` here (:data:`STR_LANES`), Arrow arrays on the driver (``spark/planner.py``), Spark
+    Columns on the executors (``spark/ready.py``): one rule, as :func:`before_bound` is for numpy and
+    Spark. A condition is whatever the backend's ``if_else`` takes (a bool, a boolean array or Column).
+    """
+
+    def text(self, value: Any) -> V: ...  # a partition as a string (a number or a topic-partition)
+    def contains(self, value: V, sub: str) -> Any: ...
+    def lpad(self, value: V, width: int, fill: str) -> V: ...
+    def join(self, sep: str, parts: Sequence[V]) -> V: ...
+    def is_in(self, value: V, names: Sequence[str]) -> Any: ...
+    def if_else(self, cond: Any, then: V, other: V) -> V: ...
+
+
+class _StrLanes:
+    """:class:`LaneOps` on Python strings: one row's lane."""
+
+    def text(self, value: Any) -> str:
+        return str(value)
+
+    def contains(self, value: str, sub: str) -> bool:
+        return sub in value
+
+    def lpad(self, value: str, width: int, fill: str) -> str:
+        return value.rjust(width, fill)
+
+    def join(self, sep: str, parts: Sequence[str]) -> str:
+        return sep.join(parts)
+
+    def is_in(self, value: str, names: Sequence[str]) -> bool:
+        return value in names
+
+    def if_else(self, cond: Any, then: str, other: str) -> str:
+        return then if cond else other
+
+
+STR_LANES = _StrLanes()
+
+
+def lane_of(ops: LaneOps[V], source: V, part: Any, file: V, by_partition: Sequence[str], single: bool) -> V:
+    """A row's lane of the arrival frontier: THE rule, evaluated by each backend's ``ops``.
+
+    A file source's lane is its ``source`` name. A source in ``by_partition`` (Kafka's) has a lane per
+    partition: ``source, partition, topic-partition`` (``file``), NUL-separated, the middle being the
+    partition as arrival order sorts it: its number zero-padded to 10 digits, or, for a source of
+    several topics whose ``part`` is already a ``topic-partition`` (ADR 0043), that. ``single``: every
+    row is of the one source, which is in ``by_partition`` (no ``_source`` to test). These strings are
+    persisted (frontier states in manifests, ``logs``): they must never change.
+    """
+    if not by_partition:
+        return source
+    part = ops.text(part)
+    middle = ops.if_else(ops.contains(part, "-"), part, ops.lpad(part, 10, "0"))
+    lane = ops.join(LANE_SEP, [source, middle, file])
+    return lane if single else ops.if_else(ops.is_in(source, by_partition), lane, source)
+
+
 def kafka_lane(source: str, partition: int, topic: str, by_topic: bool = False) -> str:
-    """A Kafka partition's lane: ``source, partition, topic-partition``, NUL-separated.
+    """A Kafka partition's lane (:func:`lane_of`): ``source, partition, topic-partition``, NUL-separated.
 
     The middle is the partition as arrival order sorts it: its number zero-padded, or with
-    ``by_topic`` (a source of several topics) its ``topic-partition``.
+    ``by_topic`` (a source of several topics, whose rows' partition is the topic-partition) that.
     """
     label = topic_partition(topic, partition)
-    return f"{source}{LANE_SEP}{label if by_topic else f'{partition:010d}'}{LANE_SEP}{label}"
+    return lane_of(STR_LANES, source, label if by_topic else partition, label, (source,), single=True)
 
 
 def tie_key(lane: str) -> str:

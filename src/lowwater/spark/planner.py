@@ -10,14 +10,15 @@ the plan (several sources, marker rows) are added in one place.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lowwater.config import PipelineConfig
-from lowwater.core.frontier import LANE_SEP, FrontierState, lane_label
+from lowwater.core.frontier import FrontierState, lane_label, lane_of
 from lowwater.core.judge import account, arrival_order, judge
 from lowwater.core.lateness import Lateness
 from lowwater.core.tracker import PartitionCodes, WatermarkTracker
@@ -40,6 +41,31 @@ def _codes(values: pa.ChunkedArray, uniq: pa.Array) -> np.ndarray:
     if len(values) == 0:
         return np.zeros(0, dtype=np.int64)
     return pc.index_in(values, value_set=uniq).to_numpy().astype(np.int64)
+
+
+class _ArrowLanes:
+    """``core/frontier.LaneOps`` on Arrow arrays (the driver's compact table): ``lane_of`` in ``pyarrow.compute``."""
+
+    def text(self, value: Any) -> Any:
+        return pc.cast(value, pa.string())
+
+    def contains(self, value: Any, sub: str) -> Any:
+        return pc.match_substring(value, sub)
+
+    def lpad(self, value: Any, width: int, fill: str) -> Any:
+        return pc.utf8_lpad(value, width, fill)
+
+    def join(self, sep: str, parts: Sequence[Any]) -> Any:
+        return pc.binary_join_element_wise(*parts, sep)
+
+    def is_in(self, value: Any, names: Sequence[str]) -> Any:
+        return pc.is_in(value, value_set=pa.array(names, pa.string()))
+
+    def if_else(self, cond: Any, then: Any, other: Any) -> Any:
+        return pc.if_else(cond, then, other)
+
+
+ARROW_LANES = _ArrowLanes()
 
 
 def order_columns(cfg: PipelineConfig) -> list[str]:
@@ -97,19 +123,14 @@ class StepPlanner:
     def lanes(self, compact: pa.Table) -> np.ndarray:
         """Each row's lane of the arrival frontier: its source, or (a source of partition lanes) its partition.
 
-        The same strings as ``core/frontier.kafka_lane`` and ``spark/ready.lane_column``.
+        ``core/frontier.lane_of`` in Arrow: the same strings as ``kafka_lane`` and ``spark/ready.lane_column``.
         """
-        by_partition = self.lanes_of.by_partition
         single = "_source" not in compact.column_names  # one source: a source of partition lanes
         source = pa.scalar(self.cfg.source.name) if single else compact.column("_source")
-        if not by_partition:
-            return source.to_numpy(zero_copy_only=False)
-        part = pc.cast(compact.column("_part"), pa.string())  # several topics: the topic-partition (ADR 0043)
-        part = pc.if_else(pc.match_substring(part, "-"), part, pc.utf8_lpad(part, 10, "0"))
-        lane = pc.binary_join_element_wise(source, part, compact.column("_file"), LANE_SEP)
-        if not single:
-            lane = pc.if_else(pc.is_in(source, value_set=pa.array(by_partition, pa.string())), lane, source)
-        return lane.to_numpy(zero_copy_only=False)
+        part = compact.column("_part") if "_part" in compact.column_names else None
+        file = compact.column("_file") if "_file" in compact.column_names else None
+        return lane_of(ARROW_LANES, source, part, file, self.lanes_of.by_partition, single).to_numpy(
+            zero_copy_only=False)
 
     def _hold(
         self, compact: pa.Table, prev: Manifest, release: bool, logs: dict[str, bool] | None,

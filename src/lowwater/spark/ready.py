@@ -16,22 +16,43 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lowwater.core.frontier import LANE_SEP, before_bound
+from lowwater.core.frontier import before_bound, lane_of
 
 
 def lane_column(by_partition: Sequence[str], single: str | None = None) -> Column:
-    """Each row's lane (``core/frontier.py``): its ``_source``, or for Kafka ``source, partition, topic-partition``.
+    """Each row's lane (``core/frontier.lane_of`` in Spark SQL): its ``_source``, or for Kafka ``source, partition,
+    topic-partition``.
 
     ``by_partition``: the sources whose partitions are lanes (Kafka's); ``single``: the name of the only
     source of a ``[source]`` table (its rows have no ``_source`` column).
     """
     source = F.lit(single) if single is not None else F.col("_source")
-    if not by_partition:
-        return source
-    part = F.col("_part").cast("string")  # a source of several topics: already its topic-partition (ADR 0043)
-    middle = F.when(part.contains("-"), part).otherwise(F.lpad(part, 10, "0"))
-    lane = F.concat_ws(LANE_SEP, source, middle, F.col("_file"))
-    return lane if single is not None else F.when(source.isin(*by_partition), lane).otherwise(source)
+    return lane_of(SPARK_LANES, source, F.col("_part"), F.col("_file"), by_partition, single is not None)
+
+
+class _SparkLanes:
+    """``core/frontier.LaneOps`` on Spark Columns (the executors' rows): :func:`lane_of` in Spark SQL."""
+
+    def text(self, value: Column) -> Column:
+        return value.cast("string")
+
+    def contains(self, value: Column, sub: str) -> Column:
+        return value.contains(sub)
+
+    def lpad(self, value: Column, width: int, fill: str) -> Column:
+        return F.lpad(value, width, fill)
+
+    def join(self, sep: str, parts: Sequence[Column]) -> Column:
+        return F.concat_ws(sep, *parts)
+
+    def is_in(self, value: Column, names: Sequence[str]) -> Column:
+        return value.isin(*names)
+
+    def if_else(self, cond: Column, then: Column, other: Column) -> Column:
+        return F.when(cond, then).otherwise(other)
+
+
+SPARK_LANES = _SparkLanes()
 
 
 def ready_column(bounds: dict[str, tuple[int, str] | None], lane: Column | None = None) -> Column:
