@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("data", type=Path, help="where the log is landed (reused when it exists)")
     ap.add_argument("--shape", choices=("tumbling", "hopping", "session"), default="session")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--conf", action="append", default=[], metavar="K=V",
+                    help="a Spark setting for this side (repeatable): an A/B of a setting on one checkout")
     args = ap.parse_args(argv)
     shape = {"tumbling": suite.TUMBLING, "hopping": suite.HOPPING, "session": suite.SESSION}[args.shape]
 
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_spark(SparkConfig(master="local[2]", app_name="lowwater-ab", shuffle_partitions=4, conf={
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        "spark.driver.memory": "6g", "spark.ui.enabled": "false"}))
+        "spark.driver.memory": "6g", "spark.ui.enabled": "false", **dict(c.split("=", 1) for c in args.conf)}))
     work = Path(tempfile.mkdtemp(prefix="lowwater-ab-"))
     try:
         if not args.data.exists():

@@ -252,6 +252,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=6)
     ap.add_argument("--rows", type=int, default=50)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--conf", action="append", default=[], metavar="K=V", help="a Spark setting (repeatable)")
     ap.add_argument("--join", action="store_true", help="an interval join of two sources (rows: clicks a file)")
     args = ap.parse_args()
     global JOIN  # noqa: PLW0603 - read by run_once
@@ -269,6 +270,7 @@ def main() -> None:
     spark = get_spark(SparkConfig(master="local[2]", app_name="lowwater-step-cost", shuffle_partitions=2, conf={
         "spark.ui.enabled": "false", "spark.sql.adaptive.coalescePartitions.enabled": "true",
         "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(log_dir), "spark.eventLog.compress": "false",
+        **dict(c.split("=", 1) for c in args.conf),
     }))
     summary: dict[str, list[dict]] = {k: [] for k in trees}
     try:
