@@ -7,6 +7,9 @@ inherits the other's JIT-warm JVM::
     cd OLD && PYTHONPATH=$PWD/src python -m bench.ab old /tmp/ab-data --shape session
     cd NEW && PYTHONPATH=$PWD/src python -m bench.ab new /tmp/ab-data --shape session
 
+``--conf K=V`` (repeatable) sets a Spark setting for one side: an A/B of a
+setting on one checkout (``default`` vs ``--conf spark.sql.codegen.wholeStage=false``).
+
 The first run lands the log (the bench's shapes log: 2M events, 100k keys) in
 ``DATA``; the others reuse it. Prints one JSON line per measured round and appends the
 rounds to ``bench/results/ab.jsonl`` (case ``ab/<shape>, <tag>``).
