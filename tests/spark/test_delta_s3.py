@@ -163,6 +163,10 @@ def test_delta_on_s3_killed_crashed_refused_and_reconciled_equals_the_local_run(
         os.killpg(proc.pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=60)
         text = err.decode()  # where it began and how it ended (an early exit's first lines name its cause)
+        if proc.returncode != -signal.SIGKILL:  # in full on the test's stderr: pytest cuts a long assertion message
+            crashes = [f"{f}:\n{f.read_text()[:3000]}" for f in sorted(remote.glob("hs_err_pid*.log"))]
+            print(f"lowwater run ended {proc.returncode} before the kill; its stderr:", text, *crashes,
+                  sep="\n", file=sys.stderr)
         assert proc.returncode == -signal.SIGKILL, ("finished before the kill", text[:3000], text[-2000:])
         assert second.returncode == 2, second.stdout + second.stderr
         lines = second.stderr.strip().splitlines()
