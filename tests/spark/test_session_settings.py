@@ -50,16 +50,18 @@ def test_a_jvm_gone_under_the_run_is_named_by_its_exit_code_or_signal(monkeypatc
     def gateway(proc):  # noqa: ANN001, ANN202
         monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=proc))
 
+    lost = RuntimeError("An error occurred while calling o1.run")  # as py4j chains a lost connection
+    lost.__cause__ = ConnectionRefusedError(111, "Connection refused")
     exited = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(50)"])
     gateway(exited)
-    assert jvm_ended() == (f"Spark's JVM (pid {exited.pid}) exited with code 50: an uncaught error in one of its "
+    assert jvm_ended(lost) == (f"Spark's JVM (pid {exited.pid}) exited with code 50: an uncaught error in one of its "
                            "threads, a task's fatal error included")
     running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         gateway(running)
-        assert jvm_ended() is None
+        assert jvm_ended(ValueError("not a lost connection")) is None  # at once: no wait for a running JVM
         running.send_signal(signal.SIGKILL)
-        assert jvm_ended() == f"Spark's JVM (pid {running.pid}) was killed by SIGKILL"
+        assert jvm_ended(lost) == f"Spark's JVM (pid {running.pid}) was killed by SIGKILL"
     finally:
         running.kill()
         running.wait()

@@ -233,7 +233,7 @@ def _run(
         if line is None:
             from lowwater.runtime.session import jvm_ended
 
-            ended = jvm_ended()  # py4j says only "connection refused" when the JVM is gone
+            ended = jvm_ended(e)  # py4j says only "connection refused" when the JVM is gone
             if ended is None:
                 raise
             line = f"{ended}; the checkpoint holds the last committed step: run the same command to resume"
