@@ -137,9 +137,13 @@ def test_delta_on_s3_killed_crashed_refused_and_reconciled_equals_the_local_run(
         script = subprocess.Popen([sys.executable, "-c", SCRIPT, str(local), str(remote), ",".join(PER_RUN), *TABLES],
                                   cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=script_err,
                                   start_new_session=True)
-    go = tmp_path / "go"  # it waits after its first commit until the second run has been refused (spark/faults.py)
+    # It waits after its first commit until the second run has been refused, and before the drain's commit until
+    # it is killed (spark/faults.py): a run whose steps outpace this process's look at its manifests (S3 requests
+    # through a loaded JVM) cannot finish before the kill.
+    go, never = tmp_path / "go", tmp_path / "never"
     proc = subprocess.Popen([sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", "--drain", "-q"],
-                            cwd=remote, env={**env, "LOWWATER_FAULT": f"after_commit:0:wait:{go}"},
+                            cwd=remote, env={**env, "LOWWATER_FAULT": f"after_commit:0:wait:{go};"
+                                                                      f"before_commit:{FILES}:wait:{never}"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
@@ -159,6 +163,10 @@ def test_delta_on_s3_killed_crashed_refused_and_reconciled_equals_the_local_run(
         os.killpg(proc.pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=60)
         text = err.decode()  # where it began and how it ended (an early exit's first lines name its cause)
+        if proc.returncode != -signal.SIGKILL:  # in full on the test's stderr: pytest cuts a long assertion message
+            crashes = [f"{f}:\n{f.read_text()[:3000]}" for f in sorted(remote.glob("hs_err_pid*.log"))]
+            print(f"lowwater run ended {proc.returncode} before the kill; its stderr:", text, *crashes,
+                  sep="\n", file=sys.stderr)
         assert proc.returncode == -signal.SIGKILL, ("finished before the kill", text[:3000], text[-2000:])
         assert second.returncode == 2, second.stdout + second.stderr
         lines = second.stderr.strip().splitlines()

@@ -34,3 +34,36 @@ def test_a_users_driver_java_options_come_after_lowwaters_log_configuration_not_
     assert session_conf(SparkConfig())["spark.driver.extraJavaOptions"] == ours  # nothing of the user's: ours alone
     # The tests' own session started this way: lowwater's log configuration is on its driver (after Spark's flags).
     assert spark.sparkContext.getConf().get("spark.driver.extraJavaOptions").endswith(" " + ours)
+
+
+def test_a_jvm_gone_under_the_run_is_named_by_its_exit_code_or_signal(monkeypatch):
+    """What the CLI says instead of py4j's ``ConnectionRefusedError`` (no session needed: stand-in gateways)."""
+    import signal
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from pyspark import SparkContext
+
+    from lowwater.runtime.session import jvm_ended
+
+    def gateway(proc):  # noqa: ANN001, ANN202
+        monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=proc))
+
+    lost = RuntimeError("An error occurred while calling o1.run")  # as py4j chains a lost connection
+    lost.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    exited = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(50)"])
+    gateway(exited)
+    assert jvm_ended(lost) == (f"Spark's JVM (pid {exited.pid}) exited with code 50: an uncaught error in one of its "
+                           "threads, a task's fatal error included")
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        gateway(running)
+        assert jvm_ended(ValueError("not a lost connection")) is None  # at once: no wait for a running JVM
+        running.send_signal(signal.SIGKILL)
+        assert jvm_ended(lost) == f"Spark's JVM (pid {running.pid}) was killed by SIGKILL"
+    finally:
+        running.kill()
+        running.wait()
+    gateway(None)  # the session was not started by this process (no proc)
+    assert jvm_ended() is None

@@ -231,7 +231,12 @@ def _run(
         line = kafka_failure(cfg, e)  # a topic gone or a broker away: one line, not a JVM stack trace
         line = line or refused_line(e)  # a sum beyond its type, a Parquet column Spark cannot read
         if line is None:
-            raise
+            from lowwater.runtime.session import jvm_ended
+
+            ended = jvm_ended(e)  # py4j says only "connection refused" when the JVM is gone
+            if ended is None:
+                raise
+            line = f"{ended}; the checkpoint holds the last committed step: run the same command to resume"
         raise _fail(line, 1) from None
     stopped = signals.signum is not None
     if board is not None:  # a run stopped by a signal does not wait for another one

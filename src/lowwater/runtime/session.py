@@ -88,6 +88,43 @@ def _launch_gateway(conf: dict[str, str], quiet: bool) -> None:
     SparkContext._ensure_initialized(gateway=gateway)
 
 
+# Exit codes of Spark's JVM that name their cause (Spark's SparkExitCode).
+JVM_EXITS = {50: "an uncaught error in one of its threads, a task's fatal error included",
+             52: "out of memory (spark.driver.memory)"}
+
+
+def jvm_ended(error: BaseException | None = None) -> str | None:
+    """How the JVM this process started ended, if it has (None: running, or not started here).
+
+    A JVM gone under a run surfaces in Python as py4j's ``ConnectionRefusedError``,
+    which does not say why; the exit code or signal does (Spark exits 50 after a
+    task's fatal error, 52 when out of memory; SIGKILL is another process's, e.g.
+    the kernel's out-of-memory killer). Its own last error lines are on stderr.
+    After a lost connection (``error``'s chain) it waits up to 2 s for the exit.
+    """
+    from py4j.protocol import Py4JNetworkError
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return None
+    lost, e = False, error
+    for _ in range(10):  # the error's chain, as far as py4j wraps it
+        if e is None or lost:
+            break
+        lost, e = isinstance(e, (ConnectionError, Py4JNetworkError)), e.__cause__ or e.__context__
+    try:
+        code = proc.wait(timeout=2) if lost else proc.poll()
+    except subprocess.TimeoutExpired:
+        return None
+    if code is None:
+        return None
+    if code < 0:
+        return f"Spark's JVM (pid {proc.pid}) was killed by {signal.Signals(-code).name}"
+    why = JVM_EXITS.get(code)
+    return f"Spark's JVM (pid {proc.pid}) exited with code {code}" + (f": {why}" if why else "")
+
+
 def get_spark(
     cfg: SparkConfig | None = None, quiet: bool = False, jars: list[str] | None = None,
     conf: dict[str, str] | None = None,

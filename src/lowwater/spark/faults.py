@@ -22,9 +22,15 @@ def crash_point(point: str, step: int) -> None:
     own session, so its JVM dies with it), else to this process.
     ``after_commit:0:wait:<path>`` does not crash: it waits there until the file
     ``<path>`` exists (at most 10 minutes), so a test can act while the run
-    holds its lock, however fast its steps are, before killing it.
+    holds its lock, however fast its steps are, before killing it. Several
+    faults are separated by ``;`` (e.g. a wait after step 0 and one before the
+    last step's commit, so a run to be killed cannot finish first).
     """
-    spec = os.environ.get("LOWWATER_FAULT")
+    for spec in (os.environ.get("LOWWATER_FAULT") or "").split(";"):
+        _one(spec, point, step)
+
+
+def _one(spec: str, point: str, step: int) -> None:
     wait = f"{point}:{step}:wait:"
     if spec and spec.startswith(wait):
         import time
