@@ -64,6 +64,13 @@ def test_overrides(tmp_path):
     assert parse_override("a.b=3") == (["a", "b"], 3)
 
 
+def test_shuffle_partitions_is_a_whole_number_or_one_line(tmp_path):
+    assert load_config(write(tmp_path, EXAMPLE), ["spark.shuffle_partitions=8"]).spark.shuffle_partitions == 8
+    for bad in ('"many"', "0", "1.5", "true"):
+        with pytest.raises(ConfigError, match="spark.shuffle_partitions: expected a whole number, 1 or more"):
+            load_config(write(tmp_path, EXAMPLE), [f"spark.shuffle_partitions={bad}"])
+
+
 def test_spark_conf_dotted_keys(tmp_path):
     cfg = load_config(write(tmp_path, EXAMPLE + "\n[spark.conf]\nspark.sql.shuffle.partitions = 8\n"))
     assert cfg.spark.conf == {"spark.sql.shuffle.partitions": "8"}

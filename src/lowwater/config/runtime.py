@@ -137,5 +137,17 @@ def parse_spark(sp: dict[str, Any]) -> SparkConfig:
         master=text("spark", "master", sp.get("master", "local[*]")),
         app_name=text("spark", "app_name", sp.get("app_name", "lowwater")),
         conf={str(k): str(v) for k, v in conf.items()},
-        shuffle_partitions=int(sp.get("shuffle_partitions", 4)),
+        shuffle_partitions=_partitions(sp.get("shuffle_partitions", 4)),
     )
+
+
+def _partitions(value: Any) -> int:
+    """``[spark] shuffle_partitions``: a whole number, 1 or more (digits in a string are taken, as before)."""
+    try:
+        n = None if isinstance(value, (bool, float)) else int(value)
+    except (TypeError, ValueError):
+        n = None
+    if n is None or n < 1:
+        msg = f"spark.shuffle_partitions: expected a whole number, 1 or more, got {value!r}"
+        raise ConfigError(msg)
+    return n
