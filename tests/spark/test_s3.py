@@ -134,8 +134,11 @@ def test_on_s3_killed_crashed_and_refused_a_run_equals_the_local_run(spark, s3_s
     fs = HadoopFS(spark)
 
     # 1. a real process, killed -9 at a random moment after its first commit; meanwhile a second run refuses
-    go = tmp_path / "go"  # it waits after its first commit until the second run has been refused (spark/faults.py)
-    env = fast_jvm({**os.environ, "PYSPARK_PYTHON": sys.executable, "LOWWATER_FAULT": f"after_commit:0:wait:{go}"})
+    # It waits after its first commit until the second run has been refused, and before the drain's commit until
+    # it is killed (spark/faults.py): a run whose steps outpace this process's looks at S3 cannot finish first.
+    go, never = tmp_path / "go", tmp_path / "never"
+    env = fast_jvm({**os.environ, "PYSPARK_PYTHON": sys.executable,
+                    "LOWWATER_FAULT": f"after_commit:0:wait:{go};before_commit:{FILES}:wait:{never}"})
     proc = subprocess.Popen([sys.executable, "-m", "lowwater.cli", "run", "pipeline.toml", "--drain", "-q"],
                             cwd=remote, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
