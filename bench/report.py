@@ -1,8 +1,10 @@
 """``python -m bench.report``: docs/performance.md's table of current figures, from ``bench/results/*.jsonl``.
 
-The newest line per case wins (by ``date``; on equal dates the later line). The table is
-written between ``<!-- results:begin -->`` and ``<!-- results:end -->``; ``--check``
-only says whether the committed table is the generated one (exit 1 if not).
+``ab.jsonl`` is left out: its lines are the sides of interleaved before/after runs (``bench/ab.py``),
+evidence for a change, not the project's current figures. The newest line per case wins (by ``date``;
+on equal dates the later line). The table is written between ``<!-- results:begin -->`` and
+``<!-- results:end -->``; ``--check`` only says whether the committed table is the generated one
+(exit 1 if not).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from bench.results import RESULTS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+NOT_CURRENT = frozenset({"ab.jsonl"})  # before/after sides, kept as data (see the module's docstring)
 
 # How a figure's key reads in the table; a key not listed reads with spaces for underscores.
 LABELS = {
@@ -54,6 +57,8 @@ def load(directory: Path = RESULTS) -> list[dict[str, Any]]:
     """Every line of every ``*.jsonl`` in ``directory``, files in name order, lines in file order."""
     lines = []
     for path in sorted(directory.glob("*.jsonl")):
+        if path.name in NOT_CURRENT:
+            continue
         for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if text.strip():
                 try:

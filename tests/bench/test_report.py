@@ -49,6 +49,12 @@ def test_the_newest_line_of_a_case_wins_whatever_the_order(tmp_path):
     assert "ratio 0.7" in text and "ratio 0.8" not in text
 
 
+def test_before_after_sides_are_data_not_current_figures(tmp_path):
+    _write(tmp_path / "ab.jsonl", {"case": "ab/tumbling, old", "figures": {"best_s": 17.4}, "date": "2026-11-28"})
+    _write(tmp_path / "suite.jsonl", {"case": "shapes/tumbling", "figures": {"ratio": 0.5}, "date": "2026-11-28"})
+    assert [ln["case"] for ln in report.load(tmp_path)] == ["shapes/tumbling"]
+
+
 def test_the_table_goes_between_the_markers_and_nothing_else_changes(tmp_path):
     _write(tmp_path / "x.jsonl", {"case": "c", "figures": {"native_eps": 12345, "ratio": 0.5}, "date": "2026-11-27",
                                   "commit": "abc1234", "load": [0.5, 1.0, 1.5], "machine": "2 cores"})
