@@ -11,6 +11,8 @@ from lowwater.testing.scenario import base_config, run_scenario
 
 pytestmark = pytest.mark.spark
 
+TOTALS = ("rows", "on_time", "late_updates", "too_late")
+
 
 @st.composite
 def random_logs(draw):
@@ -64,3 +66,30 @@ def test_random_cuts_give_identical_results(spark, case):
     # Every valid row is accounted for, and each revision follows a late update.
     assert whole.summary["rows"] == len(rows)
     assert whole.summary["revisions"] >= whole.summary["late_updates"]
+
+
+def test_a_step_reuses_the_code_of_a_step_of_the_same_shape(spark):
+    """A step's code depends on its shape, not on its values (ADR 0050): the same log shifted by whole
+    windows (every watermark, bound and processing time new) compiles no new Java class."""
+    delay = [60 if i % 11 == 10 else 25 if i % 7 == 3 else i % 3 for i in range(36)]  # too late, late, on time
+    rows = [
+        {"partition": str(i % 2), "offset": i // 2, "event_time": float(3 * i - d), "arrival_time": float(3 * i),
+         "key": "ab"[i % 2], "amount": float(i % 5 + 1)}
+        for i, d in enumerate(delay)
+    ]
+    cfg = base_config(
+        source={"arrival_time": "arrival_time", "offset": "offset"},
+        watermark={"max_out_of_orderness": "2s", "idle_timeout": "8s"},
+        window={"type": "tumbling", "size": "10s", "allowed_lateness": "15s",
+                "aggregations": {"total": "sum(amount)", "high": "max(amount)"}},
+    )
+    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()  # noqa: SLF001
+    first = run_scenario(spark, cfg, rows, cuts=[12, 24])
+    before = compiled.getCount()
+    shift = 10_000.0  # 1,000 windows later
+    moved = [{**r, "event_time": r["event_time"] + shift, "arrival_time": r["arrival_time"] + shift} for r in rows]
+    again = run_scenario(spark, cfg, moved, cuts=[12, 24])
+    assert compiled.getCount() - before == 0
+    assert first.summary["late_updates"] > 0 and first.summary["too_late"] > 0  # both late paths ran
+    assert {k: again.summary[k] for k in TOTALS} == {k: first.summary[k] for k in TOTALS}
+    assert len(again.emissions()) == len(first.emissions())

@@ -13,6 +13,7 @@ The cache lives on the SparkContext object: a new context starts empty.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
@@ -50,11 +51,14 @@ def select(df: DataFrame, names: Sequence[str]) -> DataFrame:
     return select_built(df, tuple(names), lambda: list(names))
 
 
-def select_built(df: DataFrame, key: Hashable, build: Callable[[], Sequence[str | Column]]) -> DataFrame:
+def select_built(
+    df: DataFrame, key: Hashable, build: Callable[[], Sequence[str | Column]], keep: Callable = memo,
+) -> DataFrame:
     """``df.select(*build())`` with the JVM column sequence built once per context and ``key``.
 
-    What ``build`` returns must not depend on the step: names, or expressions of
-    the configuration only (``key`` says which configuration).
+    What ``build`` returns must depend on ``key`` only: names, or expressions of the
+    configuration (``key`` says which). For a step's values pass ``keep=recent``,
+    which keeps only the last few keys.
     """
     sc = df.sparkSession.sparkContext
 
@@ -63,7 +67,7 @@ def select_built(df: DataFrame, key: Hashable, build: Callable[[], Sequence[str 
 
         return _to_seq(sc, [col(c) if isinstance(c, str) else c for c in build()], _to_java_column)
 
-    return type(df)(df._jdf.select(memo(("select", key), jseq, sc)), df.sparkSession)  # noqa: SLF001
+    return type(df)(df._jdf.select(keep(("select", key), jseq)), df.sparkSession)  # noqa: SLF001
 
 
 def watermark_ts(us: Column | str) -> Column:
@@ -74,3 +78,39 @@ def watermark_ts(us: Column | str) -> Column:
     """
     c = F.col(us) if isinstance(us, str) else us
     return F.timestamp_micros(F.when(c > F.lit(NEG_INF), F.least(c, F.lit(MAX_TIMESTAMP_US))))
+
+
+def recent(key: Hashable, build: Callable[[], T], keep: int = 64) -> T:
+    """``build()`` once per SparkContext and ``key`` among the last ``keep`` keys: for what a step's values
+    decide (``memo`` would keep every step's)."""
+    sc = SparkContext._active_spark_context  # noqa: SLF001
+    if sc is None:
+        return build()
+    cache: OrderedDict = sc.__dict__.setdefault("_lowwater_recent", OrderedDict())
+    if key in cache:
+        cache.move_to_end(key)
+    else:
+        cache[key] = build()
+        while len(cache) > keep:
+            cache.popitem(last=False)
+    return cache[key]
+
+
+def step_value(value: int | None) -> Column:
+    """A ``long`` that changes every step (a watermark, a processing time), kept out of Spark's generated code.
+
+    Spark writes a ``Long`` literal into the Java source it compiles, so a step whose
+    watermark is a plain literal compiles all its code anew (~20 Janino compilations
+    of ~10 ms a step, ADR 0049) and never hits Spark's code cache. An array literal
+    is held by reference instead; reading its one element at an index the optimizer
+    cannot fold (``spark_partition_id() * 0 + 1`` is non-deterministic for Spark,
+    always 1 for us) keeps the value out of the source, so every step's code is the
+    same text (ADR 0050). ``coalesce`` with a constant keeps the column non-nullable,
+    as the literal was. Spark allows such a column in projections, filters and
+    aggregates (not in join conditions). One py4j call, once per value.
+    """
+    if value is None:
+        return memo(("null_long",), lambda: F.lit(None).cast("long"))
+    v = int(value)
+    return recent(("step_value", v), lambda: F.expr(
+        f"coalesce(element_at(array(CAST({v} AS BIGINT)), spark_partition_id() * 0 + 1), CAST(0 AS BIGINT))"))

@@ -39,6 +39,13 @@ DEFAULT_CONF = {
     # PySpark 4 captures the Python call site of every DataFrame call (a JVM round trip
     # each): ~20 ms of driver time per micro-batch step, for error messages only.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Spark names a whole-stage class after its stage's id, which differs from query to query, so a
+    # step's identical code missed Spark's code cache and was compiled again (~10 ms a class, ~15 a
+    # step). One class name lets a step reuse the last step's compiled code (ADR 0050).
+    "spark.sql.codegen.useIdInClassName": "false",
+    # Spark keeps 100 compiled classes (in 4 segments of Guava's cache, evicting early); a step of a
+    # pipeline generates ~20-60, so identical code was compiled again within a run.
+    "spark.sql.codegen.cache.maxEntries": "2000",
 }
 
 # JVM start-up lines dropped under ``quiet`` (matched as substrings).

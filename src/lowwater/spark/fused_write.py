@@ -37,12 +37,13 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark import TaskContext
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from lowwater.io.outputs import nullable
+from lowwater.runtime.columns import select_built
 from lowwater.runtime.fs import HadoopFS
 
 SPARK_ROW_METADATA = b"org.apache.spark.sql.parquet.row.metadata"
@@ -209,15 +210,21 @@ def _union(outputs: list[Output]) -> tuple[DataFrame, list[T.StructType]]:
         schemas.append(T.StructType([f for f in df.schema.fields if f.name != o.partition]))
         frames.append(df)
     union = None
+    shapes = tuple(s.json() for s in schemas)
     for i, (o, df) in enumerate(zip(outputs, frames, strict=True)):
-        cols = [F.lit(i).cast("long").alias(_KIND),
-                (F.col(o.partition) if o.partition else F.lit(None)).cast("long").alias(_PART)]
-        for j, sch in enumerate(schemas):
-            if j == i:
-                cols.append(F.struct(*[F.col(f"`{f.name}`") for f in sch.fields]).alias(f"_lw_{j}"))
-            else:
-                cols.append(F.lit(None).cast(sch).alias(f"_lw_{j}"))
-        part = df.select(*cols)
+
+        def build(i: int = i, o: Output = o) -> list[Column]:
+            cols = [F.lit(i).cast("long").alias(_KIND),
+                    (F.col(o.partition) if o.partition else F.lit(None)).cast("long").alias(_PART)]
+            for j, sch in enumerate(schemas):
+                if j == i:
+                    cols.append(F.struct(*[F.col(f"`{f.name}`") for f in sch.fields]).alias(f"_lw_{j}"))
+                else:
+                    cols.append(F.lit(None).cast(sch).alias(f"_lw_{j}"))
+            return cols
+
+        # The columns depend on the outputs' schemas only: built once, one py4j call a step after that.
+        part = select_built(df, ("fused_union", i, o.partition, shapes), build)
         union = part if union is None else union.unionByName(part)
     assert union is not None
     return union, schemas

@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lowwater.core.frontier import before_bound, lane_of
+from lowwater.runtime.columns import step_value
 
 
 def lane_column(by_partition: Sequence[str], single: str | None = None) -> Column:
@@ -62,9 +63,14 @@ def ready_column(bounds: dict[str, tuple[int, str] | None], lane: Column | None 
     for name, bound in bounds.items():
         mine = lane == F.lit(name)
         if bound is not None:
-            mine = mine & before_bound(F.col("_arrival_us"), name, bound, F.lit)
+            mine = mine & before_bound(F.col("_arrival_us"), name, bound, _bound_value)
         expr = expr | mine
     return expr
+
+
+def _bound_value(x: object) -> Column:
+    """A bound's arrival time moves every step: out of the generated code (``step_value``); its tie is a bool."""
+    return F.lit(x) if isinstance(x, bool) else step_value(int(x))  # type: ignore[call-overload]
 
 
 def judged_rows(

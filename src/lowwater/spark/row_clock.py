@@ -270,7 +270,8 @@ class ExecutorClock:
             parsed = parsed.withColumn(TOUCH, touch(parsed).cast("long"))
         if columns is not None:
             own = [*self.needs(), "_event_us", *self.order, "_source", "_part", CARRIED, TOUCH]  # pass 1 reads these
-            parsed = parsed.select(*[c for c in dict.fromkeys([*columns, *own]) if c in parsed.columns])
+            have = set(parsed.columns)  # one schema call, not one a name
+            parsed = parsed.select(*[c for c in dict.fromkeys([*columns, *own]) if c in have])
         laid = parsed.repartition(self.group).sortWithinPartitions(*self.order).persist()
         cache.append(laid)
         judged, hold = laid, None
@@ -279,8 +280,9 @@ class ExecutorClock:
             judged = laid.filter(F.col("_dead").isNotNull() | ready_column(hold.bounds, self.lane))
         state = tracker.state
         one = _pass_one(self.group, self.sources, state, self.markers, self.several)
+        have = set(judged.columns)
         reads = [c for c in ("_dead", self.group, "_event_us", "_arrival_us", "_marker", "_source", "_part", TOUCH)
-                 if c in judged.columns]  # only what pass 1 reads crosses to Python (the cache is columnar)
+                 if c in have]  # only what pass 1 reads crosses to Python (the cache is columnar)
         got = judged.select(*reads).mapInArrow(one, _SUMMARY).collect()
         dead = sum(int(r["dead"]) for r in got)
         touched = None if touch is None else frozenset(v for r in got if r["touched"] for v in r["touched"])

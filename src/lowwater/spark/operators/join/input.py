@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config.join import JoinConfig
+from lowwater.runtime.columns import step_value
 from lowwater.spark.operators.windowed.executor import PER_ROW
 
 BUCKETS = 16  # key buckets of the join's state: a step reads and rewrites only those it touches or frees
@@ -52,7 +53,7 @@ def new_rows(clocked: DataFrame, join: JoinConfig, step: int) -> DataFrame:
     cols = [F.when(left, F.lit("left")).otherwise(F.lit("right")).alias("side")]
     cols += [F.col(c).alias(f"k_{c}") for c in join.on]
     cols += [F.col("_event_us").alias("event_us"), F.col("_seq").alias("seq"),
-             F.col("_seq_minor").alias("seq_minor"), F.lit(step).cast("long").alias("seq_step"),
+             F.col("_seq_minor").alias("seq_minor"), step_value(step).alias("seq_step"),
              F.lit(None).cast("boolean").alias("matched")]
     cols += [F.when(left, F.col(c)).alias(f"left_{c}") for c in join.left_columns]
     cols += [F.when(~left, F.col(c)).alias(f"right_{c}") for c in join.right_columns]

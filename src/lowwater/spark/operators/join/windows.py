@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.core.aggregates import BY_TIME_FUNCS
+from lowwater.runtime.columns import step_value
 from lowwater.runtime.jobs import side_by_side
 from lowwater.spark.operators.join.operator import JoinOperator
 from lowwater.spark.operators.protocol import OperatorContext
@@ -113,7 +114,7 @@ class JoinWindowOperator:
         return got.out.filter(F.col("_out") == "J").select(
             *[F.col(f"_j_{c}").alias(c) for c in cols],
             F.greatest("_j_left_us", F.coalesce("_j_right_us", "_j_left_us")).alias("_event_us"),
-            F.lit(hold_before).cast("long").alias("_w"),
+            step_value(hold_before).alias("_w"),
             # Its arrival order (``core/join_windows.joined_arrival``): a by-time input's (step, _seq,
             # _seq_minor) is (0, later row's seq, earlier row's seq), the same for any cut (read by the
             # tie-ordered aggregates only, which keep the driver's clock: its seq is global).

@@ -50,7 +50,7 @@ from lowwater.core.aggregates import AggSpec, input_index, value_inputs
 from lowwater.core.pane_rules import rule_of
 from lowwater.core.partials import COLUMN, HLL, KLL, LIST, SET
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
-from lowwater.runtime.columns import cols, memo, select, select_built
+from lowwater.runtime.columns import cols, memo, recent, select, select_built, step_value
 from lowwater.spark.aggtypes import (
     collection_merge,
     field_type,
@@ -233,7 +233,7 @@ class StateLayout:
                 F.lit(0).cast("long").alias("_rev"),
             ])
         fresh: dict[str, Column] = {self.pending_of(c): F.col(c) for c in self.partial_cols()}
-        fresh["_since"] = F.lit(admit_us)
+        fresh["_since"] = step_value(admit_us)
         return on_time.select(
             *self.window_cols, *self.partial_cols(), F.lit(False).alias("_fired"), F.lit(0).cast("long").alias("_rev"),
             *self._extras(fresh),
@@ -265,10 +265,10 @@ class StateLayout:
     def due(self, watermark_us: int, now_us: int | None) -> Column:
         """Spark SQL mirror of :meth:`EarlyTrigger.is_due` for the open windows of ``base``."""
         assert self.early is not None
-        open_ = ~F.col("_fired") & (F.col("window_end") > F.lit(watermark_us)) & (F.col(PENDING_ROWS) > 0)
+        open_ = ~F.col("_fired") & (F.col("window_end") > step_value(watermark_us)) & (F.col(PENDING_ROWS) > 0)
         if self.early.every_rows is not None:
             return open_ & (F.col(PENDING_ROWS) >= F.lit(self.early.every_rows))
-        return open_ & (F.lit(now_us) - F.col("_since") >= F.lit(self.early.every_us))
+        return open_ & (step_value(now_us) - F.col("_since") >= F.lit(self.early.every_us))
 
     def after_emission(self, base: DataFrame, fires: Column, now_us: int | None) -> DataFrame:
         """Reset the early-trigger state of windows that emitted (``_early``) or fired this step."""
@@ -282,7 +282,8 @@ class StateLayout:
             if c in pending_counts:
                 out.append(F.when(early | done, F.lit(0)).otherwise(col).cast("long").alias(c))
             elif c == "_since":
-                out.append(F.when(done, F.lit(None)).when(early, F.lit(now_us)).otherwise(col).cast("long").alias(c))
+                since = F.when(done, F.lit(None)).when(early, step_value(now_us)).otherwise(col)
+                out.append(since.cast("long").alias(c))
             elif c.startswith("_e"):  # what the provisional carried: the full value (a rule that retracts does)
                 full = F.col(c[2:])
                 out.append(F.when(done, F.lit(None)).when(early, full).otherwise(col).cast(self.schema()[c].dataType)
@@ -322,17 +323,24 @@ class StateLayout:
         out = []
         if retract is not None:
             prev = self.as_partials(df.filter(F.col(retract[0]).isNotNull()), retract)
-            out.append(self.emission(prev, EmissionKind.RETRACTION.value, F.lit(0), watermark_us, step))
-        out.append(self.emission(self.as_partials(df, value), kind, F.lit(0), watermark_us, step))
+            out.append(self.emission(prev, EmissionKind.RETRACTION.value, "0", watermark_us, step))
+        out.append(self.emission(self.as_partials(df, value), kind, "0", watermark_us, step))
         return out
 
-    def emission(self, df: DataFrame, kind: str, revision: Column, watermark_us: int | None, step: int) -> DataFrame:
-        """Shape a partial-aggregate frame as result rows."""
-        out: list[Column] = [*memo(("emission_values", self), self.result_values)]
-        wm = F.timestamp_micros(F.lit(watermark_us)) if watermark_us is not None else F.lit(None).cast("timestamp")
-        # batch_id is not a data column: it is the output directory (``batch_id=<step>``).
-        out += [F.lit(kind).alias("kind"), revision.cast("long").alias("revision"), wm.alias("watermark")]
-        return df.select(*out)
+    def emission(self, df: DataFrame, kind: str, revision: str, watermark_us: int | None, step: int) -> DataFrame:
+        """Shape a partial-aggregate frame as result rows; ``revision`` is a SQL expression of ``df``'s columns.
+
+        The columns depend on the layout, ``kind``, ``revision`` and the watermark: built once for each (the
+        last few watermarks kept), so a step's emissions are a few py4j calls, not one a column."""
+
+        def build() -> list[Column]:
+            wm = F.timestamp_micros(step_value(watermark_us)) if watermark_us is not None else F.lit(None).cast(
+                "timestamp")
+            # batch_id is not a data column: it is the output directory (``batch_id=<step>``).
+            return [*memo(("emission_values", self), self.result_values), F.lit(kind).alias("kind"),
+                    F.expr(revision).cast("long").alias("revision"), wm.alias("watermark")]
+
+        return select_built(df, ("emission", self, kind, revision, watermark_us), build, recent)
 
     def result_values(self) -> list[Column]:
         """The result columns that do not depend on the step: keys, window, count (rows), aggregates."""
@@ -386,7 +394,7 @@ def step_windows(
     parts = [p for p in (state, on_state) if p is not None]
     base = layout.merge(parts) if parts else None
     emissions: list[DataFrame] = []
-    fires = ~F.col("_fired") & (F.col("window_end") <= F.lit(watermark_us))
+    fires = ~F.col("_fired") & (F.col("window_end") <= step_value(watermark_us))
     if base is not None:
         if layout.early is not None:
             base = base.withColumn("_early", layout.due(watermark_us, now_us))
@@ -398,32 +406,22 @@ def step_windows(
         emissions += layout.panes(base.filter(fires), EmissionKind.FINAL.value, emit_watermark_us, step)
     if late is not None:
         cols = [*layout.window_cols, *layout.partial_cols()]
-        lp = late.select(*cols, "_seq", "_seq_minor", F.lit(None).cast("long").alias("_rev"),
-                           F.lit(1).alias("_is_late"))
+        # Every column list below depends on the layout only: built once (``select_built``), reused each step.
+        lp = select_built(late, ("late_pieces", layout), lambda: [
+            *cols, "_seq", "_seq_minor", F.lit(None).cast("long").alias("_rev"), F.lit(1).alias("_is_late")])
         pieces = lp
         if base is not None:
-            pieces = base.select(*cols, F.lit(SEQ_BASE).cast("long").alias("_seq"),
-                                 F.lit(0).cast("long").alias("_seq_minor"), "_rev",
-                                 F.lit(0).alias("_is_late")).unionByName(lp)
-        ordered = Window.partitionBy(*layout.window_cols).orderBy("_seq", "_seq_minor")
-        w = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        before = ordered.rowsBetween(Window.unboundedPreceding, -1)
-
-        def folded(frame: Window, prefix: str) -> list[Column]:
-            return [layout.merge_over(c, frame).alias(f"{prefix}{c}") for c, _, _ in layout.partial_fields()]
-
-        partial = layout.partial_cols()
-        revision = F.coalesce(F.max("_rev").over(w), F.lit(0)) + F.sum("_is_late").over(w)
-        revised = pieces.select(
-            *layout.window_cols, *partial, *folded(w, "cum"), *folded(before, "prev"),
-            revision.alias("_revision"), "_is_late",
-        ).filter(F.col("_is_late") == 1)
+            pieces = select_built(base, ("state_pieces", layout), lambda: [
+                *cols, F.lit(SEQ_BASE).cast("long").alias("_seq"), F.lit(0).cast("long").alias("_seq_minor"),
+                "_rev", F.lit(0).alias("_is_late")]).unionByName(lp)
+        revised = select_built(pieces, ("revised", layout), lambda: _revision_fold(layout))
+        revised = revised.filter(memo(("is_late",), lambda: F.col("_is_late") == 1))
         retract, carried = layout.reads(EmissionKind.REVISION, mode)
         value = layout.as_partials(revised, carried, "_revision")
         if retract is not None:  # the previous value (when there was one), withdrawn before the new one
             prev = layout.as_partials(revised.filter(F.col(retract[0]) > 0), retract, "_revision")
-            emissions.append(layout.emission(prev, "retraction", F.col("_revision") - 1, emit_watermark_us, step))
-        emissions.append(layout.emission(value, "revision", F.col("_revision"), emit_watermark_us, step))
+            emissions.append(layout.emission(prev, "retraction", "_revision - 1", emit_watermark_us, step))
+        emissions.append(layout.emission(value, "revision", "_revision", emit_watermark_us, step))
     emitted = None
     if emissions:
         emitted = emissions[0]
@@ -438,11 +436,26 @@ def step_windows(
         return emitted, None
     new_state = layout.merge(new_parts) if len(new_parts) > 1 or late is not None else new_parts[0]
     new_state = (
-        new_state.withColumn("_fired", F.col("_fired") | (F.col("window_end") <= F.lit(watermark_us)))
-        .filter(F.col("window_end") + F.lit(grace_us) > F.lit(watermark_us))
+        new_state.withColumn("_fired", F.col("_fired") | (F.col("window_end") <= step_value(watermark_us)))
+        .filter(F.col("window_end") + F.lit(grace_us) > step_value(watermark_us))
     )
     if layout.timed:
         new_state = new_state.withColumn("_due", F.when(~F.col("_fired") & (F.col(PENDING_ROWS) > 0), F.col("_since")))
     return emitted, select_built(new_state, ("state_rows", layout), lambda: [
         *[f.name for f in layout.schema().fields], F.col("window_end").alias("_bucket"),
     ])
+
+
+def _revision_fold(layout: StateLayout) -> list[Column]:
+    """The revision fold's columns over the late pieces: per window in arrival order, each partial up to and
+    including the row (``cum``) and before it (``prev``), and the row's revision."""
+    ordered = Window.partitionBy(*layout.window_cols).orderBy("_seq", "_seq_minor")
+    w = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    before = ordered.rowsBetween(Window.unboundedPreceding, -1)
+
+    def folded(frame: Window, prefix: str) -> list[Column]:
+        return [layout.merge_over(c, frame).alias(f"{prefix}{c}") for c, _, _ in layout.partial_fields()]
+
+    revision = F.coalesce(F.max("_rev").over(w), F.lit(0)) + F.sum("_is_late").over(w)
+    return [*layout.window_cols, *layout.partial_cols(), *folded(w, "cum"), *folded(before, "prev"),
+            revision.alias("_revision"), "_is_late"]

@@ -129,7 +129,7 @@ def aggregate_layout(cfg: PipelineConfig, inputs: T.StructType, window: WindowCo
 
 def window_results(spark: SparkSession, layout: StateLayout) -> DataFrame:
     """results/'s columns for ``layout``'s windows, as an empty frame (what the sinks are prepared with)."""
-    return layout.emission(spark.createDataFrame([], layout.schema()), "final", F.lit(0), None, 0)
+    return layout.emission(spark.createDataFrame([], layout.schema()), "final", "0", None, 0)
 
 
 def _is_kind(kind: str) -> Column:
