@@ -26,7 +26,8 @@ A Kafka topic's partitions are lanes of the arrival frontier
 (``core/frontier.py``): before pass 1 one small aggregate over the laid-out
 rows gives each lane's earliest and latest new arrival, which is all the
 frontier's ``deliver`` and ``regressions`` read; its bounds then select the
-rows judged now (the rest are held, ``spark/held.py``) as a filter.
+rows judged now (the rest are held, ``spark/held.py``) as a filter; the
+drain's release judges every held row (no filter), as the planner's does.
 
 What crosses to the driver does not grow with the rows. The scope is one
 source with an arrival clock (:func:`unavailable` says why another pipeline
@@ -272,13 +273,14 @@ class ExecutorClock:
     def step(
         self, parsed: DataFrame, tracker: WatermarkTracker, cache: list[DataFrame], prev_frontier: dict | None = None,
         logs: dict[str, bool] | None = None, columns: list[str] | None = None,
-        touch: Callable[[DataFrame], Column] | None = None,
+        touch: Callable[[DataFrame], Column] | None = None, release: bool = False,
     ) -> ClockedStep:
         """Lay the rows out, summarise, fold; ``tracker`` is not modified (the result holds the advanced one).
 
         ``columns``: what the operator reads of a row; only those (and the clock's own) are laid out,
         shuffled and persisted (None: every column, e.g. so that a Kafka batch is fetched once).
         ``touch``: the operator's touch column of a frame (a long), whose values pass 1 returns.
+        ``release`` (the drain of several sources): the frontier holds nothing back, every row is judged.
         """
         if self.several:
             parsed = parsed.withColumn("_input", F.concat_ws(LANE_SEP, F.col("_source"), F.col("_psort")))
@@ -292,7 +294,10 @@ class ExecutorClock:
         judged, hold = laid, None
         if self.frontier is not None:
             hold = self._hold(laid, prev_frontier, logs)
-            judged = laid.filter(F.col("_dead").isNotNull() | ready_column(hold.bounds, self.lane))
+            if release:  # nothing can arrive before the held rows any more (the planner's release)
+                hold = replace(hold, bounds=None)
+            else:
+                judged = laid.filter(F.col("_dead").isNotNull() | ready_column(hold.bounds, self.lane))
         state = tracker.state
         one = _pass_one(self.group, self.sources, state, self.markers, self.several)
         reads = [c for c in ("_dead", self.group, "_event_us", "_arrival_us", "_marker", "_source", "_part", TOUCH)
@@ -324,7 +329,7 @@ class ExecutorClock:
             first_arrival_us=min(firsts)[0] if firsts else None,
             last_arrival_us=max(s.last_arrival_us for s in summaries) if summaries else None,
             laid=laid,
-            held=0 if hold is None else hold.valid - counts.rows,
+            held=0 if hold is None or release else hold.valid - counts.rows,
             frontier=None if hold is None else hold.state,
             ready_bounds=None if hold is None else hold.bounds,
             touched=touched,
