@@ -18,6 +18,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lowwater.core.accounting import dead_by_source
 from lowwater.core.judge import clip_per_source
 from lowwater.core.row_clock import PartitionSummary, fold, gap_for, summarise_partition
 from lowwater.core.tracker import TrackerState, WatermarkTracker
@@ -184,3 +185,12 @@ def test_a_summary_must_keep_the_gaps_the_smallest_timeout_needs():
     else:
         raise AssertionError("a summary without the gaps was folded")
     assert replace(coarse, gap_us=10).gaps()[0].tolist() == [0]
+
+
+def test_the_tasks_dead_letters_per_source_add_up_and_an_unknown_part_makes_them_unknown():
+    # Pass 1's tasks each count their dead letters per source; the driver's fold sums them (the join splits its
+    # dead letters between its sides by them), and a task that could not tell leaves the split unknown.
+    tasks = [{"clicks": 2}, {}, {"orders": 1, "clicks": 1}, {"orders": 3}]
+    assert dead_by_source(tasks) == {"clicks": 3, "orders": 4}
+    assert dead_by_source([]) == {}
+    assert dead_by_source([*tasks, None]) is None

@@ -7,6 +7,7 @@ on the same log and with the scenario file's expectation.
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -58,7 +59,26 @@ def test_the_join_on_the_executors_row_clock_equals_the_drivers(spark, tmp_path,
     # reads them on the driver) the executors keep W(r) and arrival order; every output and count equals
     # the same run on the driver's clock, where the planner assigns the join no window.
     s = load_join(SCENARIOS / "windows_after_join.yaml")
-    cuts = s.cuts[2]  # four micro-batches: three on the executors' clock
+    cuts = s.cuts[2]  # four micro-batches and the drain's release of held rows: four on the executors' clock
+    # Dead letters on both sides (no event time), in the last micro-batch: each side counts its own, as the row
+    # clock counted them per source (pass 1 of the executors' clock, the driver's plan): no Spark job of the join's.
+    bad = {"clicks": [{"partition": 0, "arrival_time": 32, "user": "u8", "campaign": "A"}],
+           "orders": [{"partition": 0, "arrival_time": 34, "user": "u8", "amount": 2.0},
+                      {"partition": 0, "arrival_time": 35, "user": "u9", "amount": 4.0}]}
+    counts = s.expect["counts"]
+    s = replace(s, input={name: [*rows, *bad[name]] for name, rows in s.input.items()},
+                expect={**s.expect, "counts": {"left": {**counts["left"], "rows": 8, "dead_letter": 1},
+                                               "right": {**counts["right"], "rows": 8, "dead_letter": 2}}})
+    status = spark.sparkContext.statusTracker()
+    jobs_before = set(status.getJobIdsForGroup())
+    join_step = JoinOperator.step
+    dead_steps: list[tuple[int, bool]] = []  # (a join step's dead letters, on the executors' clock)
+
+    def judged(self, parsed, plan, *a):  # noqa: ANN001, ANN202
+        dead_steps.append((plan.dead, plan.lookup is None))
+        return join_step(self, parsed, plan, *a)
+
+    monkeypatch.setattr(JoinOperator, "step", judged)
     steps: list[int] = []
     inner = ExecutorClock.step
     monkeypatch.setattr(ExecutorClock, "step", lambda self, *a, **kw: steps.append(1) or inner(self, *a, **kw))
@@ -79,6 +99,9 @@ def test_the_join_on_the_executors_row_clock_equals_the_drivers(spark, tmp_path,
     assert touched and all(k == want for k, want in touched)
     monkeypatch.setattr(JoinOperator, "_advance", advance)
     assert not compare(got, expected(s), s)
+    # Every step but the first on the executors' clock, the drain's release of the held rows too.
+    ran = len(dead_steps)
+    assert [e for _, e in dead_steps] == [False, True, True, True, True]
     monkeypatch.setenv("LOWWATER_ROW_CLOCK", "driver")
     n = len(steps)
     want, want_summary = run_spark(spark, s, cuts, workdir=tmp_path / "driver")
@@ -90,6 +113,17 @@ def test_the_join_on_the_executors_row_clock_equals_the_drivers(spark, tmp_path,
         return pd.read_parquet(tmp_path / run / "out" / "join_metrics").sort_values("step").to_dict("records")
 
     assert metrics("executors") == metrics("driver")
+    assert dead_steps[3] == (3, True) and (3, False) in dead_steps[ran:]  # dead letters on either clock
+    assert not any(e for _, e in dead_steps[ran:])
+    # No job of either run was started by the join's step itself (it once split its dead letters by a collect).
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()  # every job the runs started is recorded
+    sites = [info.name for j in sorted(set(status.getJobIdsForGroup()) - jobs_before)
+             for sid in (status.getJobInfo(j).stageIds if status.getJobInfo(j) else [])
+             if (info := status.getStageInfo(sid)) is not None]
+    source, first = inspect.getsourcelines(join_step)
+    in_step = {f"{inspect.getsourcefile(join_step)}:{n}" for n in range(first, first + len(source))}
+    assert any("row_clock.py:" in site for site in sites)  # the call sites name lowwater's lines
+    assert not [site for site in sites if site.rsplit(" at ", 1)[-1] in in_step]
 
 
 def test_a_partner_too_late_goes_to_the_side_output_across_a_restart(spark, tmp_path):

@@ -7,6 +7,7 @@ and the replay both report through it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -60,3 +61,17 @@ class Accounting:
     def as_dict(self) -> dict[str, int]:
         """The counts by name, as the run summary and metrics write them."""
         return asdict(self)
+
+
+def dead_by_source(parts: Iterable[Mapping[str, int] | None]) -> dict[str, int] | None:
+    """A step's dead letters per source, summed over the parts that counted them (the row clock's tasks).
+
+    None when a part could not tell (its rows name no source): a partial count would misplace rows.
+    """
+    out: dict[str, int] = {}
+    for part in parts:
+        if part is None:
+            return None
+        for source, n in part.items():
+            out[source] = out.get(source, 0) + int(n)
+    return out

@@ -244,14 +244,15 @@ class Engine:
             parsed = parsed.withColumn("_rid", F.monotonically_increasing_id())
             logs = None if release else self.inputs.caught_up(spark_batch, self.control.source)
             self.logs = logs  # the inputs caught up at the last step (the held-rows warning names the holder)
-            if self._executors_keep_clock(prev, release):
+            if self._executors_keep_clock(prev):
                 # A batch read whole (Kafka's) is laid out whole and read once; files only with what the operator
                 # reads (dead letters, held and late rows re-read them, as with the driver's clock).
                 whole = self.inputs.read_whole
                 columns = None if whole else self.operator.row_columns()
                 touch = getattr(self.operator, "touch_column", None)  # pass 1 returns its values (the join's)
                 with without_aqe(self.spark):  # its one exchange is not a job of its own; nothing else runs yet
-                    clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns, touch)
+                    clocked = self.row_clock.step(parsed, tracker, cache, prev.frontier, logs, columns, touch,
+                                                  release)
                 if whole:
                     parsed = clocked.laid
                 if prev.drained and clocked.counts.rows + clocked.dead:  # refused before anything is written
@@ -297,13 +298,13 @@ class Engine:
         )
         return report
 
-    def _executors_keep_clock(self, prev: Manifest, release: bool) -> bool:
+    def _executors_keep_clock(self, prev: Manifest) -> bool:
         """The executors' row clock (``spark/row_clock.py``) runs this step; else the driver plans every row.
 
         The first step of a checkpoint whose event times are numbers checks their ``time_unit`` on the
         driver (``StepPlanner``), which needs the rows there.
         """
-        if self.row_clock is None or release:
+        if self.row_clock is None:
             return False
         return prev.tracker is not None or not any(self.planner.unit_matters.values())
 

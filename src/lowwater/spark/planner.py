@@ -234,6 +234,7 @@ class StepPlanner:
         by_rid = np.argsort(rid_sorted, kind="stable")
         return StepPlan(
             dead=int(dead_mask.sum()),
+            dead_by_source=self._dead_by_source(compact, dead_mask),
             accounting=acc,
             pair_counts=np.bincount(j.verdict.astype(np.int64), minlength=3),
             lookup=(rid_sorted[by_rid], j.watermark_us[by_rid], j.seq[by_rid]),
@@ -252,6 +253,13 @@ class StepPlanner:
             frontier=frontier,
             ready_bounds=bounds,
         )
+
+    def _dead_by_source(self, compact: pa.Table, dead_mask: np.ndarray) -> dict[str, int]:
+        """The step's dead letters per source, from the rows the driver already holds (no job)."""
+        if "_source" not in compact.column_names:  # one source
+            return {self.cfg.sources[0].name: int(dead_mask.sum())} if dead_mask.any() else {}
+        counts = pc.value_counts(compact.filter(pa.array(dead_mask)).column("_source").combine_chunks())
+        return dict(zip(counts.field("values").to_pylist(), map(int, counts.field("counts").to_pylist()), strict=True))
 
     def _check_time_units(self, valid: pa.Table, compact: pa.Table) -> None:
         """Numeric event times must fit each source's ``time_unit`` (io/parse.check_time_unit)."""

@@ -8,7 +8,8 @@ A step, around the pure ``core/row_clock``:
 2. pass 1 (one Python pass per task, ``mapInArrow``) runs each source
    partition's **unchanged** generator from its snapshot and returns only its
    summary (critical rows, snapshot) plus a few counts -- O(change points),
-   not O(rows) -- and the task's dead-letter count;
+   not O(rows) -- and the task's dead-letter count per source (the join splits
+   its dead letters between its sides by it: no job of its own);
 3. the driver ranks the partitions (ties at one arrival go in partition
    order, as in ``StepPlanner.plan``) and folds the summaries into ``W`` as a
    step function over arrival keys and the tracker's next state;
@@ -25,7 +26,8 @@ A Kafka topic's partitions are lanes of the arrival frontier
 (``core/frontier.py``): before pass 1 one small aggregate over the laid-out
 rows gives each lane's earliest and latest new arrival, which is all the
 frontier's ``deliver`` and ``regressions`` read; its bounds then select the
-rows judged now (the rest are held, ``spark/held.py``) as a filter.
+rows judged now (the rest are held, ``spark/held.py``) as a filter; the
+drain's release judges every held row (no filter), as the planner's does.
 
 What crosses to the driver does not grow with the rows. The scope is one
 source with an arrival clock (:func:`unavailable` says why another pipeline
@@ -48,6 +50,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lowwater.config import PipelineConfig
+from lowwater.core.accounting import dead_by_source
 from lowwater.core.frontier import LANE_SEP, FrontierState, lane_label
 from lowwater.core.row_clock import FoldCounts, PartitionSummary, WatermarkStepFunction, fold, gap_for
 from lowwater.core.row_clock import summarise_partition as summarise
@@ -65,7 +68,8 @@ from lowwater.time import NEG_INF
 
 _RANK_SHIFT = 40  # minor = partition rank << 40 | position in the partition's batch (2^40 rows a step)
 _SUMMARY = T.StructType([T.StructField("summary", T.BinaryType()), T.StructField("dead", T.LongType()),
-                         T.StructField("touched", T.ArrayType(T.LongType()))])
+                         T.StructField("touched", T.ArrayType(T.LongType())),
+                         T.StructField("dead_by_source", T.MapType(T.StringType(), T.LongType()))])
 TOUCH = "_touch"  # the operator's touch column (ExecutorClock.step's ``touch``), summarised by pass 1
 
 
@@ -121,7 +125,8 @@ def _pass_one(  # noqa: ANN202
         dead = pc.is_valid(t.column("_dead"))
         valid = t.filter(pc.invert(dead))
         yield pa.RecordBatch.from_pydict({"summary": [None], "dead": [int(pc.sum(dead).as_py() or 0)],
-                                          "touched": [_touched(valid, markers)]}, _ARROW)
+                                          "touched": [_touched(valid, markers)],
+                                          "dead_by_source": [_dead_per_source(t.filter(dead))]}, _ARROW)
         keys = valid.column(group).combine_chunks() if valid.num_rows else pa.array([])
         if keys.null_count:
             msg = "a valid row without a partition reached the row clock"
@@ -144,12 +149,23 @@ def _pass_one(  # noqa: ANN202
             stats = PartitionStats(len(clipped_ev), int(clipped.sum()),
                                    int(clipped_ev.min()) if len(clipped_ev) else None)
             blob = zlib.compress(pickle.dumps((value, s, stats)), 1)  # ~2.5x smaller, ~1 ms a partition
-            yield pa.RecordBatch.from_pydict({"summary": [blob], "dead": [0], "touched": [None]}, _ARROW)
+            yield pa.RecordBatch.from_pydict({"summary": [blob], "dead": [0], "touched": [None],
+                                              "dead_by_source": [None]}, _ARROW)
 
     return run
 
 
-_ARROW = pa.schema([("summary", pa.binary()), ("dead", pa.int64()), ("touched", pa.list_(pa.int64()))])
+_ARROW = pa.schema([("summary", pa.binary()), ("dead", pa.int64()), ("touched", pa.list_(pa.int64())),
+                    ("dead_by_source", pa.map_(pa.string(), pa.int64()))])
+
+
+def _dead_per_source(dead: pa.Table) -> list[tuple[str, int]] | None:
+    """A task's dead letters per source (None: the rows name no source)."""
+    if "_source" not in dead.column_names:
+        return None
+    counts = pc.value_counts(dead.column("_source").combine_chunks())
+    return [(str(v), int(n)) for v, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(),
+                                               strict=True)]
 
 
 def _touched(valid: pa.Table, markers: bool) -> list[int] | None:
@@ -220,6 +236,7 @@ class ClockedStep:
     tracker: WatermarkTracker
     counts: FoldCounts
     dead: int
+    dead_by_source: dict[str, int] | None  # the dead letters per source (None: not known)
     clipped: int
     min_event_us: int | None
     first_arrival_us: int | None
@@ -256,13 +273,14 @@ class ExecutorClock:
     def step(
         self, parsed: DataFrame, tracker: WatermarkTracker, cache: list[DataFrame], prev_frontier: dict | None = None,
         logs: dict[str, bool] | None = None, columns: list[str] | None = None,
-        touch: Callable[[DataFrame], Column] | None = None,
+        touch: Callable[[DataFrame], Column] | None = None, release: bool = False,
     ) -> ClockedStep:
         """Lay the rows out, summarise, fold; ``tracker`` is not modified (the result holds the advanced one).
 
         ``columns``: what the operator reads of a row; only those (and the clock's own) are laid out,
         shuffled and persisted (None: every column, e.g. so that a Kafka batch is fetched once).
         ``touch``: the operator's touch column of a frame (a long), whose values pass 1 returns.
+        ``release`` (the drain of several sources): the frontier holds nothing back, every row is judged.
         """
         if self.several:
             parsed = parsed.withColumn("_input", F.concat_ws(LANE_SEP, F.col("_source"), F.col("_psort")))
@@ -277,7 +295,10 @@ class ExecutorClock:
         judged, hold = laid, None
         if self.frontier is not None:
             hold = self._hold(laid, prev_frontier, logs)
-            judged = laid.filter(F.col("_dead").isNotNull() | ready_column(hold.bounds, self.lane))
+            if release:  # nothing can arrive before the held rows any more (the planner's release)
+                hold = replace(hold, bounds=None)
+            else:
+                judged = laid.filter(F.col("_dead").isNotNull() | ready_column(hold.bounds, self.lane))
         state = tracker.state
         one = _pass_one(self.group, self.sources, state, self.markers, self.several)
         have = set(judged.columns)
@@ -285,6 +306,7 @@ class ExecutorClock:
                  if c in have]  # only what pass 1 reads crosses to Python (the cache is columnar)
         got = judged.select(*reads).mapInArrow(one, _SUMMARY).collect()
         dead = sum(int(r["dead"]) for r in got)
+        by_source = dead_by_source([r["dead_by_source"] for r in got if r["summary"] is None])
         touched = None if touch is None else frozenset(v for r in got if r["touched"] for v in r["touched"])
         parts = [_unpack(r["summary"]) for r in got if r["summary"] is not None]
         summaries, ranks = _ranked([(v, s) for v, s, _ in parts])
@@ -303,12 +325,13 @@ class ExecutorClock:
             tracker=WatermarkTracker(tracker.strategies, after),
             counts=counts,
             dead=dead,
+            dead_by_source=by_source,
             clipped=sum(st.clipped for st in stats),
             min_event_us=min(mins) if mins else None,
             first_arrival_us=min(firsts)[0] if firsts else None,
             last_arrival_us=max(s.last_arrival_us for s in summaries) if summaries else None,
             laid=laid,
-            held=0 if hold is None else hold.valid - counts.rows,
+            held=0 if hold is None or release else hold.valid - counts.rows,
             frontier=None if hold is None else hold.state,
             ready_bounds=None if hold is None else hold.bounds,
             touched=touched,
@@ -416,6 +439,7 @@ def plan_of(clocked: ClockedStep, clock_before_us: int, now_us: int) -> StepPlan
         regression = clocked.own_regression
     return StepPlan(
         dead=clocked.dead,
+        dead_by_source=clocked.dead_by_source,
         watermark=clocked.tracker.watermark_us,
         clock=clocked.last_arrival_us,
         now_us=now_us,

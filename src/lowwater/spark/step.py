@@ -54,6 +54,9 @@ class StepPlan:
     watermark: int
     clock: int | None
     now_us: int
+    # The dead letters per source (both clocks count them as they read the rows; the join splits its
+    # dead letters between its sides by it); None: not known.
+    dead_by_source: dict[str, int] | None = None
     rows: ClockedRows | None = None
     clipped: int = 0  # data rows whose event time was clipped (SEMANTICS.md §5)
     min_event_us: int | None = None  # the earliest (clipped) event time of the step's data rows

@@ -327,12 +327,7 @@ class JoinOperator:
             if plan.touched is None and n_valid <= SPREAD * BUCKETS:  # read twice: buckets touched, then the pass
                 rows = rows.persist()
                 cache.append(rows)
-        dead = {Side.LEFT: 0, Side.RIGHT: 0}
-        if plan.dead:
-            for r in parsed.filter(F.col("_dead").isNotNull()).groupBy("_source").count().collect():
-                side = self.join.side_of(r["_source"])
-                if side is not None:
-                    dead[Side(side)] += int(r["count"])
+        dead = self._dead_per_side(plan, step)
         self.handed = (plan.beside, plan.dead + plan.held)
         late_rows = partial(self._late_frame, parsed) if self.cfg.late_policy == LatePolicy.SIDE_OUTPUT else None
         got, buckets, held = self._advance(prev, step, plan.watermark, rows, n_valid, dead, cache, late_rows,
@@ -346,6 +341,23 @@ class JoinOperator:
         accounting.check()
         return OperatorResult(accounting=accounting, buckets=buckets, windows_fired=got.emitted,
                               output_watermark_us=held)
+
+    def _dead_per_side(self, plan: StepPlan, step: int) -> dict[Side, int]:
+        """The step's dead letters per side, as the row clock counted them per source (no job of its own)."""
+        dead = {Side.LEFT: 0, Side.RIGHT: 0}
+        if not plan.dead:
+            return dead
+        if plan.dead_by_source is None:
+            msg = f"step {step}: {plan.dead} dead letters, not counted per source by the row clock"
+            raise RuntimeError(msg)
+        for source, n in plan.dead_by_source.items():
+            side = self.join.side_of(source)
+            if side is not None:
+                dead[Side(side)] += n
+        if sum(dead.values()) != plan.dead:
+            msg = f"step {step}: {plan.dead} dead letters, {sum(dead.values())} of them counted on a side of the join"
+            raise RuntimeError(msg)
+        return dead
 
     def _late_frame(self, parsed: DataFrame, tl: DataFrame) -> DataFrame:
         """The too-late rows whole (every input column), each with its ``W(r)`` and the reason."""
