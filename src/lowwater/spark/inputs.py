@@ -29,6 +29,7 @@ from lowwater.io.files import CORRUPT, resolve_source_schema
 from lowwater.io.parse import normalise, normalise_source, unit_matters
 from lowwater.io.source import CaughtUp, StreamSource, lanes_of, open_source, source_kind
 from lowwater.io.sources import UnionSource, source_state_dir, to_layout, union_layout, union_payload
+from lowwater.runtime.columns import memo, select_built
 from lowwater.runtime.fs import HadoopFS
 from lowwater.runtime.jobs import Background
 from lowwater.spark.fused_write import Output, writable
@@ -147,11 +148,13 @@ class Inputs:
 
     def dead(self, parsed: DataFrame) -> DataFrame:
         """The dead letters among ``parsed``: the input's columns, its raw text, the reason and the file."""
-        raw = F.col(CORRUPT) if CORRUPT in parsed.columns else F.lit(None).cast("string")
-        return parsed.filter(F.col("_dead").isNotNull()).select(
-            *[F.col(c) for c in self.schema.fieldNames()], raw.alias("raw"), F.col("_dead").alias("reason"),
-            F.col("_file").alias("source_file"),
-        )
+        corrupt = CORRUPT in parsed.columns
+        dead = parsed.filter(memo(("is_dead",), lambda: F.col("_dead").isNotNull()))
+        return select_built(dead, ("dead_letters", self.schema.json(), corrupt), lambda: [  # the same every step
+            *[F.col(c) for c in self.schema.fieldNames()],
+            (F.col(CORRUPT) if corrupt else F.lit(None).cast("string")).alias("raw"),
+            F.col("_dead").alias("reason"), F.col("_file").alias("source_file"),
+        ])
 
     def caught_up(self, spark_batch: int, stream: StreamSource | None) -> dict[str, bool] | None:
         """Which lanes have nothing landed and unread at this step, as each kind tells (None: nothing known)."""

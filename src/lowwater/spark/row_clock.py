@@ -59,6 +59,7 @@ from lowwater.core.tracker import WatermarkTracker
 from lowwater.core.tracker_state import DEFAULT_SOURCE, TrackerState
 from lowwater.core.watermarks import PartitionRows, WatermarkStrategy, clip_future
 from lowwater.io.source import lanes_of
+from lowwater.runtime.columns import select
 from lowwater.spark.clocked import Attach, Batches, ClockedRows, with_clock
 from lowwater.spark.held import CARRIED
 from lowwater.spark.planner import order_columns
@@ -289,7 +290,7 @@ class ExecutorClock:
         if columns is not None:
             own = [*self.needs(), "_event_us", *self.order, "_source", "_part", CARRIED, TOUCH]  # pass 1 reads these
             have = set(parsed.columns)  # one schema call, not one a name
-            parsed = parsed.select(*[c for c in dict.fromkeys([*columns, *own]) if c in have])
+            parsed = select(parsed, [c for c in dict.fromkeys([*columns, *own]) if c in have])
         laid = parsed.repartition(self.group).sortWithinPartitions(*self.order).persist()
         cache.append(laid)
         judged, hold = laid, None
@@ -304,7 +305,7 @@ class ExecutorClock:
         have = set(judged.columns)
         reads = [c for c in ("_dead", self.group, "_event_us", "_arrival_us", "_marker", "_source", "_part", TOUCH)
                  if c in have]  # only what pass 1 reads crosses to Python (the cache is columnar)
-        got = judged.select(*reads).mapInArrow(one, _SUMMARY).collect()
+        got = select(judged, reads).mapInArrow(one, _SUMMARY).collect()
         dead = sum(int(r["dead"]) for r in got)
         by_source = dead_by_source([r["dead_by_source"] for r in got if r["summary"] is None])
         touched = None if touch is None else frozenset(v for r in got if r["touched"] for v in r["touched"])

@@ -50,7 +50,7 @@ from lowwater.core.aggregates import AggSpec, input_index, value_inputs
 from lowwater.core.pane_rules import rule_of
 from lowwater.core.partials import COLUMN, HLL, KLL, LIST, SET
 from lowwater.core.triggers import AccumulationMode, EarlyTrigger, EmissionKind
-from lowwater.runtime.columns import cols, memo, recent, select, select_built, step_value
+from lowwater.runtime.columns import grouped_agg, memo, recent, select, select_built, step_value
 from lowwater.spark.aggtypes import (
     collection_merge,
     field_type,
@@ -259,8 +259,7 @@ class StateLayout:
         union = select(parts[0], names)
         for p in parts[1:]:
             union = union.unionByName(select(p, names))
-        aggs = memo(("merge_aggs", self), lambda: self._merge_aggs(F.sum("_rev")))
-        return union.groupBy(*cols(self.window_cols)).agg(*aggs)
+        return grouped_agg(union, ("merge", self), self.window_cols, lambda: self._merge_aggs(F.sum("_rev")))
 
     def due(self, watermark_us: int, now_us: int | None) -> Column:
         """Spark SQL mirror of :meth:`EarlyTrigger.is_due` for the open windows of ``base``."""
@@ -314,8 +313,9 @@ class StateLayout:
         parts = self.partial_cols()
         if names == parts and not extra:
             return df
-        read = [c if n == c else F.col(n).alias(c) for n, c in zip(names, parts, strict=True)]
-        return df.select(*self.window_cols, *read, *extra)
+        return select_built(df, ("as_partials", self, tuple(names), extra), lambda: [
+            *self.window_cols, *[c if n == c else F.col(n).alias(c) for n, c in zip(names, parts, strict=True)],
+            *extra])
 
     def panes(self, df: DataFrame, kind: str, watermark_us: int | None, step: int) -> list[DataFrame]:
         """The rows a provisional or on-time pane of the windows of ``df`` (state rows) writes (:meth:`reads`)."""

@@ -33,7 +33,7 @@ from lowwater.config import PipelineConfig
 from lowwater.config.window import WindowConfig
 from lowwater.core.accounting import Accounting
 from lowwater.core.lateness import DRAINED_REASON, TOO_LATE_REASON, Lateness, LatePolicy
-from lowwater.runtime.columns import col, memo, select, watermark_ts
+from lowwater.runtime.columns import col, memo, select, select_built, watermark_ts
 from lowwater.runtime.jobs import side_by_side, without_aqe
 from lowwater.spark.fused_write import Output, writable, write_outputs, writing_tasks
 from lowwater.spark.operators.protocol import OperatorContext
@@ -241,15 +241,16 @@ class WindowedOperator:
 
     def _late_rows(self, contrib: DataFrame, prev: Manifest) -> DataFrame:
         """late/'s rows: the too-late pairs of the contributions, each with its whole input row."""
-        p = PAYLOAD
-        return contrib.filter(F.col("_kind") == "T").select(
+        p, reason = PAYLOAD, DRAINED_REASON if prev.drained else TOO_LATE_REASON
+        too_late = contrib.filter(memo(("kind_is", "T"), lambda: F.col("_kind") == "T"))
+        return select_built(too_late, ("late_rows", self.inputs.json(), reason), lambda: [  # the same every step
             *[F.col(p + c).alias(c) for c in self.inputs.fieldNames()],
             watermark_ts("_w").alias("watermark"),
             F.timestamp_micros("window_start").alias("window_start"),
             F.timestamp_micros("window_end").alias("window_end"),
-            F.lit(DRAINED_REASON if prev.drained else TOO_LATE_REASON).alias("reason"),
+            F.lit(reason).alias("reason"),
             F.col(p + "_file").alias("source_file"),
-        )
+        ])
 
     def _may_be_too_late(self, plan: StepPlan) -> bool:
         """Can a row of this step be too late? (its earliest window's ``end + G <= W`` at the step's end)."""
