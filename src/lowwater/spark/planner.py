@@ -256,10 +256,10 @@ class StepPlanner:
 
     def _dead_by_source(self, compact: pa.Table, dead_mask: np.ndarray) -> dict[str, int]:
         """The step's dead letters per source, from the rows the driver already holds (no job)."""
-        if "_source" not in compact.column_names:  # one source
+        counts = rows_per_source(compact.filter(pa.array(dead_mask)))
+        if counts is None:  # one source
             return {self.cfg.sources[0].name: int(dead_mask.sum())} if dead_mask.any() else {}
-        counts = pc.value_counts(compact.filter(pa.array(dead_mask)).column("_source").combine_chunks())
-        return dict(zip(counts.field("values").to_pylist(), map(int, counts.field("counts").to_pylist()), strict=True))
+        return counts
 
     def _check_time_units(self, valid: pa.Table, compact: pa.Table) -> None:
         """Numeric event times must fit each source's ``time_unit`` (io/parse.check_time_unit)."""
@@ -272,3 +272,13 @@ class StepPlanner:
             else:
                 mine, dead = valid, compact.column("_dead")
             check_time_unit(src, mine.column("_event_us").to_numpy(), dead)
+
+
+def rows_per_source(rows: pa.Table) -> dict[str, int] | None:
+    """How many of ``rows`` each source has (None: the rows name no source, a ``[source]`` table's). The
+    driver's clock and the executors' pass 1 count dead letters per source with it."""
+    if "_source" not in rows.column_names:
+        return None
+    counts = pc.value_counts(rows.column("_source").combine_chunks())
+    return dict(zip(map(str, counts.field("values").to_pylist()), map(int, counts.field("counts").to_pylist()),
+                    strict=True))

@@ -62,7 +62,7 @@ from lowwater.io.source import lanes_of
 from lowwater.runtime.columns import select
 from lowwater.spark.clocked import Attach, Batches, ClockedRows, with_clock
 from lowwater.spark.held import CARRIED
-from lowwater.spark.planner import order_columns
+from lowwater.spark.planner import order_columns, rows_per_source
 from lowwater.spark.ready import lane_column, ready_column
 from lowwater.spark.step import StepPlan
 from lowwater.time import NEG_INF
@@ -161,12 +161,9 @@ _ARROW = pa.schema([("summary", pa.binary()), ("dead", pa.int64()), ("touched", 
 
 
 def _dead_per_source(dead: pa.Table) -> list[tuple[str, int]] | None:
-    """A task's dead letters per source (None: the rows name no source)."""
-    if "_source" not in dead.column_names:
-        return None
-    counts = pc.value_counts(dead.column("_source").combine_chunks())
-    return [(str(v), int(n)) for v, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(),
-                                               strict=True)]
+    """A task's dead letters per source (None: the rows name no source), as an Arrow map's entries."""
+    counts = rows_per_source(dead)
+    return None if counts is None else list(counts.items())
 
 
 def _touched(valid: pa.Table, markers: bool) -> list[int] | None:
